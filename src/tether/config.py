@@ -53,7 +53,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
-from tether._secrets import hold, table_secrets
+from tether._secrets import credential_pattern, hold, table_secrets
 from tether._secrets import secret_name as _secret_name
 from tether._secrets import url_secrets as _url_secrets
 from tether.errors import ConfigError
@@ -777,15 +777,20 @@ def redacted(value: Any, key: str = "") -> Any:
     if _secret_name(key):
         return REDACTED
     if isinstance(value, str) and "://" in value:
-        from urllib.parse import urlunsplit
-
-        hidden = url_without_password(value, REDACTED)
-        parts = urlsplit(hidden)
-        query = re.sub(r"(^|&)([^=&]+)=[^&]*", _redacted_param, parts.query)
-        if query != parts.query:
-            return urlunsplit(parts._replace(query=query))
-        return hidden
+        return _url_redacted(value)
     return value
+
+
+def _url_redacted(value: str) -> str:
+    """``value`` with the password of its URL and its secret query parameters redacted."""
+    from urllib.parse import urlunsplit
+
+    hidden = url_without_password(value, REDACTED)
+    parts = urlsplit(hidden)
+    query = re.sub(r"(^|&)([^=&]+)=[^&]*", _redacted_param, parts.query)
+    if query != parts.query:
+        return urlunsplit(parts._replace(query=query))
+    return hidden
 
 
 def _secrets_in(value: Any, key: str = "") -> set[str]:
@@ -798,7 +803,11 @@ def _secrets_in(value: Any, key: str = "") -> set[str]:
             found |= _secrets_in(v, k)
     elif isinstance(value, list) and key == "args":
         for arg, shown in zip(value, _redacted_args(value), strict=True):
-            if arg != shown and isinstance(arg, str):  # "X", "--token=X", "Authorization: Bearer X"
+            if arg == shown or not isinstance(arg, str):
+                continue
+            if shown != REDACTED and "://" in arg and shown == _url_redacted(arg):  # a URL's password
+                found |= {s for url in re.findall(r"[A-Za-z][\w+.-]*://\S+", arg) for s in _url_secrets(url)}
+            else:  # "X", "--token=X", "Authorization: Bearer X"
                 found.add(arg if shown == REDACTED else re.split(r"[=: ]", arg)[-1])
     elif isinstance(value, list):
         for v in value:
@@ -823,7 +832,9 @@ def _redacted_param(m: re.Match[str]) -> str:
 
 def _redacted_args(args: list[Any]) -> list[Any]:
     """A program's arguments with the value of each secret option hidden: ``--token X``,
-    ``--api-key=X``, ``GITHUB_TOKEN=X`` (docker's ``-e``), ``Authorization: Bearer X`` (a header)."""
+    ``--api-key=X``, ``GITHUB_TOKEN=X`` (docker's ``-e``), ``Authorization: Bearer X`` (a header);
+    a key given alone in an issuer's shape (``ghp_...``), and a URL's password
+    (``postgresql://app:PASSWORD@db/sales``, as the Postgres MCP server takes its database)."""
     out: list[Any] = []
     for arg in args:
         before = out[-1] if out else None
@@ -836,6 +847,10 @@ def _redacted_args(args: list[Any]) -> list[Any]:
             out.append(f"{name}={REDACTED}")
         elif colon and " " not in header and _secret_name(header):  # a header: "Authorization: Bearer X"
             out.append(f"{header}: {REDACTED}")
+        elif isinstance(arg, str) and credential_pattern().fullmatch(arg.strip()):
+            out.append(REDACTED)
+        elif isinstance(arg, str) and "://" in arg:
+            out.append(_url_redacted(arg))
         else:
             out.append(arg)
     return out

@@ -3,7 +3,10 @@ subprocess, each with its own ``TETHER_HOME``."""
 
 from __future__ import annotations
 
+import json
 import socket
+import sys
+from pathlib import Path
 
 from tests.cli.conftest import tether
 
@@ -26,3 +29,42 @@ def test_scripted_serve_on_a_busy_port_or_an_unknown_host_is_one_line_not_a_trac
     out = tether("scripted", "serve", "--host", "nosuch.invalid", env=env, timeout=30)
     assert out.returncode == 6 and "Traceback" not in out.stderr, out.stderr
     assert "cannot listen on nosuch.invalid" in out.stderr, out.stderr
+
+
+# A stdio MCP server that says what it connects to, then fails, as a database server does when it
+# cannot reach its database: its last words quote its argument.
+_FAILING_SERVER = "import sys; print('connecting to', sys.argv[1], sys.argv[2], file=sys.stderr); sys.exit(3)"
+
+
+def test_a_password_in_an_mcp_servers_url_argument_is_never_shown(env: dict[str, str], tether_home: Path) -> None:
+    """The official Postgres MCP server takes its database as a URL argument
+    (``postgresql://user:password@host/db``). `tether config show` (whose output is made to be
+    pasted), `tether mcp list` and a run's error printed the password whole, and a GitHub token
+    given as a bare argument too, though docs/cli.md says every key, token and URL password is
+    redacted. Now each shows ``<redacted>`` in its place, and the rest (the host) as it is."""
+    password, token = "Pg5ecretPassw0rd", "ghp_" + "A1b2C3d4E5" * 4
+    url = f"postgresql://app:{password}@db.internal:5432/sales"
+    tether_home.mkdir(exist_ok=True)
+    (tether_home / "config.toml").write_text(
+        f"[mcp.pg]\ncommand = {json.dumps(sys.executable)}\nargs = {json.dumps(['-c', _FAILING_SERVER, url, token])}\n"
+    )
+    workspace = tether_home / "ws"
+    workspace.mkdir()
+    outs = {
+        "config show": tether("config", "show", env=env),
+        "config show --json": tether("config", "show", "--json", env=env),
+        "mcp list": tether("mcp", "list", env=env, timeout=60),
+        "run --mcp": tether(
+            "run", "--model", "scripted/hello", "--mcp", "pg", "--cwd", str(workspace), "hi", env=env, timeout=60
+        ),
+    }
+    for what, out in outs.items():
+        said = out.stdout + out.stderr
+        assert password not in said and token not in said, (what, said)
+        assert "Traceback" not in said, (what, said)
+    assert outs["config show"].returncode == 0
+    assert "postgresql://app:<redacted>@db.internal:5432/sales" in outs["config show"].stdout
+    shown = json.loads(outs["config show --json"].stdout)["config"]["mcp"]["pg"]["args"]
+    assert shown[2:] == ["postgresql://app:<redacted>@db.internal:5432/sales", "<redacted>"]
+    assert "db.internal" in outs["mcp list"].stdout + outs["mcp list"].stderr  # what it connects to, still said
+    assert outs["run --mcp"].returncode == 2 and "MCP server pg did not start" in outs["run --mcp"].stderr

@@ -158,9 +158,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not settings.mcp:
         print(f"no MCP servers: add an [mcp.NAME] table to {settings.home / 'config.toml'}", file=sys.stderr)
         return 0
+    from tether.harness.context import without_secrets  # a server's last words may quote a secret of its args
+
     reports = run_stoppable(_probe_all(settings, args.timeout))
     for lines in reports:
-        print("\n".join(lines))
+        print(without_secrets("\n".join(lines)))
     clashes = _clashes(settings)
     for clash in clashes:
         print(f"not usable together: {clash}")
