@@ -281,3 +281,24 @@ def test_results_waiting_behind_a_slow_call_are_saved_as_they_land_up_to_a_bound
     assert all(v["content"][0]["text"].startswith("posted ") for v in kept.values())
     results = [m for m in state.messages if isinstance(m, ToolMessage)]
     assert [m.call_id for m in results] == [f"c{n}" for n in range(others + 1)] and not state.intents
+
+
+def test_a_kept_result_is_taken_only_for_its_own_call() -> None:
+    """A result kept with an intent is recorded for that call only: one that names another call
+    (an edited header) is not put in as this call's result, which would leave a result without
+    its call (law 1); the call reads as of unknown outcome, as it would without it."""
+    from tether.harness.state import Intent
+
+    @tool(parallel=True)
+    async def post(n: int) -> str:
+        """Post message n."""
+        return f"posted {n}"
+
+    state = RunState(run_id="run_e")
+    calls = (ToolCallPart(id="c1", name="post", arguments='{"n": 1}'),)
+    stray = ToolMessage(call_id="zz", name="post", content=(TextPart(text="posted 9"),))
+    state.messages += [AssistantMessage(content=calls, finish_reason="tool_calls")]
+    state.intents["c1"] = Intent(key="run_e:c1", landed=stray)
+    result = run_sync(Agent(FunctionModel(lambda m, r: Reply(text="done")), tools=[post]), state=state)
+    assert (result.status, result.interruption.type) == ("interrupted", "outcome_unknown")  # type: ignore[union-attr]
+    assert not [m for m in state.messages if isinstance(m, ToolMessage)]

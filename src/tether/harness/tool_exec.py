@@ -404,7 +404,7 @@ async def _admit(rc: RunContext, call: ToolCallPart) -> _Answered | _Waiting | _
     put to one."""
     state, tool = rc.state, rc.tools.get(call.name)
     intent = state.intents.get(call.id)
-    if intent is not None and intent.landed is not None:  # it ran and finished: its result, not a question
+    if intent is not None and intent.landed is not None and intent.landed.call_id == call.id:  # it ran and finished
         return _Answered(intent.landed.text, intent.landed.status, message=intent.landed)
     if call.id in state.rejected:
         text = _rejection_text(call.name, state.rejected[call.id], call.id in state.intents)
