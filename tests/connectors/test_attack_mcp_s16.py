@@ -239,3 +239,51 @@ def test_a_result_of_many_images_each_under_the_limit_is_bounded_in_all(tmp_path
     assert len(images) == 3  # 9 MiB; a fourth would pass 10 MiB
     assert len(lines) == 2
     assert all("not shown, the 3 images before it" in line and "at most 10 MiB of images" in line for line in lines)
+
+
+# --- a server that says its tools changed after every listing -------------------------------------
+
+CHANGING_SERVER = """
+listed = 0
+for line in sys.stdin:
+    message = json.loads(line)
+    method, ident = message.get("method"), message.get("id")
+    if ident is None:
+        continue
+    if method == "initialize":
+        caps = {"tools": {"listChanged": True}}
+        result = {"protocolVersion": "2025-06-18", "capabilities": caps, "serverInfo": {"name": "fickle", "version": "1"}}
+    elif method == "tools/list":
+        listed += 1
+        with open(sys.argv[2], "w") as f:
+            f.write(str(listed))
+        spec = {"name": "go", "description": f"Version {listed} of the tool.", "inputSchema": {"type": "object"}}
+        result = {"tools": [spec]}
+    else:
+        send({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": "no such method"}})
+        continue
+    send({"jsonrpc": "2.0", "id": ident, "result": result})
+    if method == "tools/list":  # a moment later: once tether has its list
+        changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+        threading.Timer(0.3, send, (changed,)).start()
+"""
+
+
+def test_a_server_that_says_its_tools_changed_after_every_listing_is_not_listed_without_end(tmp_path: Path) -> None:
+    """After each listing the server says its tools changed. Was: tether listed them again at once,
+    without end, for as long as the session lived: hundreds of listings a second, each scanning
+    every new description on the event loop (tens of milliseconds a tool), which held up every
+    other run of the process. Now a listing follows the last by at least RELIST_GAP_S (2 s)."""
+    count = tmp_path / "listed"
+    connector = raw(write_server(tmp_path, "import threading\n" + CHANGING_SERVER), "fickle", str(count))
+
+    async def go() -> None:
+        await connector.start()
+        try:
+            await asyncio.sleep(5)  # the session lives a while: how many listings does it take?
+        finally:
+            await connector.stop()
+
+    asyncio.run(asyncio.wait_for(go(), 60))  # a guard against a hang, not a measurement
+    listed = int(count.read_text())
+    assert 2 <= listed <= 5, listed  # the first, one at once after it, then at most one per 2 s (was: ~15)

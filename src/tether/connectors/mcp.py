@@ -69,6 +69,10 @@ NAME_LIMIT = 64  # what providers accept as a tool name, of [A-Za-z0-9_-]
 PROGRESS_FREE = 10
 PROGRESS_EVERY_S = 0.5
 PROGRESS_CHARS = 300
+# A server that says its tools changed again and again (after each listing, say) is listed again at
+# most once per RELIST_GAP_S, and never sooner than four times what the last listing and its scan
+# took: each reading scans every new description on the event loop.
+RELIST_GAP_S = 2.0
 MCP_EXTRA = "pip install 'tether[mcp]'"
 
 _NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_-]")
@@ -232,6 +236,7 @@ class _Live:
     down: str | None = None
     refresh: asyncio.Future[None] | None = None  # the tool list being read again
     changed: bool = False  # the server said so again while it was being read: read it once more after
+    next_listing: float = 0.0  # time.monotonic() before which the tools are not read again (RELIST_GAP_S)
     side: Any = None  # what the server asks of this connection's runs (a ClientSide of its own)
     root: Path | None = None  # announced to the server: the workspace of the run that started it
 
@@ -396,7 +401,10 @@ class McpConnector(Extension):
 
             live.changed = True
             while live.changed and live.link is link:
+                if (wait := live.next_listing - time.monotonic()) > 0:  # read again, but not at once
+                    await asyncio.sleep(wait)
                 live.changed = False
+                began = time.monotonic()
                 try:
                     # The resource tools stay as they are: a new server tool does not take their names.
                     tools = await link.relist()
@@ -406,6 +414,8 @@ class McpConnector(Extension):
                         "MCP server %s: its tool list changed and could not be read again: %s", self.server, exc
                     )
                     return
+                finally:
+                    live.next_listing = time.monotonic() + max(RELIST_GAP_S, 4 * (time.monotonic() - began))
 
         live.refresh = asyncio.ensure_future(relist())
 
