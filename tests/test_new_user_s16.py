@@ -89,3 +89,27 @@ def test_a_run_with_no_prompt_and_nothing_to_resume_is_refused_before_the_model_
         run_sync(Agent(fm), state=RunState())
     assert fm.requests == []
     assert run_sync(Agent(fm), "hi").status == "completed"
+
+
+def test_a_decision_on_a_call_that_is_not_waiting_names_the_calls_that_are() -> None:
+    # reject(state, "no") takes a one-word reason for a call id (the deprecated order); the error
+    # said only "call 'no' is not waiting for a decision", not which calls were, nor where a reason goes.
+    import pytest
+
+    from tether import RunState, reject
+    from tether.errors import UserError
+
+    @tool(needs_approval=True)
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        return "refunded"
+
+    def model(messages: list, request: object) -> object:
+        return call("c1", "refund", {"order_id": "A1"})
+
+    state = RunState()
+    run_sync(Agent(FunctionModel(model), tools=[refund]), "go", state=state)
+    with pytest.raises(
+        UserError, match=r"\(waiting: c1 \(refund\)\): name one of those.*a reason is given apart \(reason=\.\.\.\)"
+    ):
+        reject(state, "no")

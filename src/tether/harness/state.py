@@ -469,7 +469,11 @@ def _find_call(state: RunState, call_id: str) -> ToolCallPart:
     for c in pending_tool_calls(state):
         if c.id == call_id:
             return c
-    raise UserError(f"call {call_id!r} is not waiting for a decision in run {state.run_id}")
+    waiting = ", ".join(f"{c.id} ({c.name})" for c in pending_tool_calls(state)) or "none"
+    raise UserError(
+        f"call {call_id!r} is not waiting for a decision in run {state.run_id} (waiting: {waiting}): name "
+        "one of those, or none for the call the run stopped for; a reason is given apart (reason=...), not as the call"
+    )
 
 
 # Interruptions the loop itself asks about (a call to run or not), and those that ask nothing.
