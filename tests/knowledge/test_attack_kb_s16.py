@@ -5,7 +5,11 @@ Nothing here asserts how long anything took."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+from pathlib import Path
+
+import pytest
 
 from tether.knowledge import KnowledgeBase, SqliteKnowledgeStore
 
@@ -70,3 +74,33 @@ def test_a_heading_that_holds_the_paths_separator_is_one_entity_under_its_whole_
     assert [h.citation for h in kb.entity_chunks("When x > 5").hits] == ["ui.md:11-13"]
     assert kb.store.entity("5") is None
     assert "Settings > Network" in kb.search("proxy", mode="neighborhood").entities
+
+
+def test_a_file_that_is_no_longer_text_is_gone_from_the_folder_and_sync_removes_its_old_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A text file overwritten with binary bytes (or grown past the size read, or swapped for a
+    # named pipe) was skipped, and its earlier text stayed in the base for good, --sync or not:
+    # searches answered with it, citing lines of a file that no longer holds them.
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("The STALEWORD pump runs on brine.\n")
+    (folder / "b.txt").write_text("The other pump runs on glycol.\n")
+    (folder / "c.txt").write_text("The STALEWORD valve is shut.\n")
+    kb = KnowledgeBase.open(tmp_path / "kb.db")
+    assert sorted(kb.add_path(folder).added) == ["docs/a.txt", "docs/b.txt", "docs/c.txt"]
+    (folder / "a.txt").write_bytes(b"\x00\x01\x02 binary now " * 100)
+    (folder / "c.txt").unlink()
+    os.mkfifo(folder / "c.txt")
+    report = kb.add_path(folder)
+    assert sorted(name for name, _ in report.skipped) == ["docs/a.txt", "docs/c.txt"]
+    assert sorted(report.gone) == ["docs/a.txt", "docs/c.txt"]  # kept, and said, as a deleted file is
+    report = kb.add_path(folder, prune=True)
+    assert sorted(report.removed) == ["docs/a.txt", "docs/c.txt"]
+    assert kb.search("STALEWORD", mode="keyword").hits == []
+    assert [d.name for d in kb.documents()] == ["docs/b.txt"]
+    # Text again, it is read again
+    (folder / "a.txt").write_text("The pump runs on STALEWORD now.\n")
+    assert kb.add_path(folder, prune=True).added == ["docs/a.txt"]
+    assert [h.citation for h in kb.search("STALEWORD", mode="keyword").hits] == ["docs/a.txt:1-1"]

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tether.errors import ConfigError, StoreError, UserError
 from tether.knowledge.embed import Embedder
 from tether.knowledge.exact import identifiers, literal
-from tether.knowledge.readers import MAX_PDF_PAGES
+from tether.knowledge.readers import CANNOT_READ, MAX_PDF_PAGES
 from tether.knowledge.store import (
     ANY_DOCUMENT,
     ChunkRow,
@@ -325,6 +325,7 @@ class KnowledgeBase:
             if info.path:
                 named.setdefault(info.path, []).append(info.name)
         folder = root if root.is_dir() else None  # links below it are not followed
+        held: list[Path] = []  # the files whose documents stand for them: read, or not readable now
         for n, file in enumerate(files, 1):
             name, known = self._name_for(file)
             if progress is not None:
@@ -334,8 +335,12 @@ class KnowledgeBase:
             others = [o for o in named.get(str(file.resolve()), []) if o != name]
             if others and len(report.skipped) == skipped:
                 self._forget_names(others, name, report)
+            # A file skipped for what it is now (binary, too large, a named pipe) is gone as a
+            # document: its earlier text stayed, --sync or not, and searches cited it.
+            if len(report.skipped) == skipped or report.skipped[-1][1].startswith(CANNOT_READ):
+                held.append(file)
         if folder is not None:
-            self._gone(root, files, [where for where, _ in unlisted], prune, report)
+            self._gone(root, held, [where for where, _ in unlisted], prune, report)
         if embed:
             self.fill_vectors()
         return report
@@ -427,7 +432,7 @@ class KnowledgeBase:
             digest = stamp + hashlib.file_digest(f, hashlib.sha256).hexdigest()  # never held whole
             f.seek(0)
         except OSError as exc:
-            report.skipped.append((name, f"cannot read it: {exc.strerror or exc}"))
+            report.skipped.append((name, f"{CANNOT_READ}{exc.strerror or exc}"))
             return None
         if known is not None and known.hash.rsplit(":", 1)[-1] == digest.rsplit(":", 1)[-1]:
             # Touched, not changed: not parsed again; the new time is recorded, so the next add
@@ -494,7 +499,7 @@ class KnowledgeBase:
             f = os.fdopen(fd, "rb")
         except OSError as exc:
             why = "a symbolic link (links inside a folder are not followed)" if exc.errno == errno.ELOOP else ""
-            report.skipped.append((name, why or f"cannot read it: {exc.strerror or exc}"))
+            report.skipped.append((name, why or f"{CANNOT_READ}{exc.strerror or exc}"))
             return
         with f:
             read = self._read_opened(f, file, name, stamp, known if same_meta else None, report)

@@ -94,6 +94,12 @@ class Skipped(Exception):
     """A file that is not read into the base, with the reason in words."""
 
 
+# How a skip for a failed read begins (no permission, an I/O error, the file gone meanwhile): what
+# the file holds is not known, so its earlier document is kept. Any other skip is for what the file
+# is now (binary, too large, a named pipe): its earlier text no longer stands for it.
+CANNOT_READ = "cannot read it: "
+
+
 def too_large(path: Path, size: int) -> str | None:
     """Why a file of ``size`` bytes is not read (a PDF is read up to its limits instead), or None."""
     if path.suffix.lower() == ".pdf" or size <= MAX_TEXT_BYTES:
@@ -115,7 +121,7 @@ def read_document(path: Path, *, max_pdf_pages: int = MAX_PDF_PAGES, stream: Bin
             raise Skipped(why)
         data = stream.read() if stream is not None else path.read_bytes()
     except OSError as exc:
-        raise Skipped(f"cannot read it: {exc.strerror or exc}") from exc
+        raise Skipped(f"{CANNOT_READ}{exc.strerror or exc}") from exc
     # UTF-16 and UTF-32 text (its byte-order mark first: what Windows tools and PowerShell's ">"
     # write) holds NULs; anything else that does is an image or an archive, which was indexed as
     # U+FFFD garbage
