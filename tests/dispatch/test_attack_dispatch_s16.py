@@ -137,6 +137,43 @@ def test_the_seam_is_found_and_streamed_the_same_however_long_the_repeat() -> No
             assert merged == _LONG[: start + len(after)], (len(before), start, len(after))
 
 
+# -- a tool that calls sys.exit ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("beside", [False, True], ids=["alone", "in-a-batch"])
+def test_a_tool_that_calls_sys_exit_fails_its_call_not_the_process(tmp_path: Path, beside: bool) -> None:
+    """Before: a tool wrapping a command-line parser (argparse calls ``sys.exit(2)`` on an
+    argument it does not know) ended tether's own process: ``run_sync`` raised ``SystemExit``, the
+    run was left saved as ``running`` and, in a batch, the calls beside it got no result. It is now
+    the call's failure, in words for the model, and the run goes on."""
+    import argparse
+
+    @tool(read_only=True)
+    def grep(argv: str) -> str:
+        """Run grep with these arguments."""
+        parser = argparse.ArgumentParser(prog="grep", exit_on_error=False)
+        parser.add_argument("--pattern", required=True)
+        return parser.parse_args(argv.split()).pattern
+
+    @tool(read_only=True)
+    def count() -> str:
+        """Count."""
+        return "3"
+
+    def model(messages: list[Any], request: Any) -> Reply:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return Reply(text="done")
+        calls = (("g1", "grep", {"argv": "--regexp x"}),) + ((("n1", "count", {}),) if beside else ())
+        return Reply(calls=calls)
+
+    state, store = RunState(), RunStore(tmp_path / "runs")
+    result = run_sync(Agent(FunctionModel(model), tools=[grep, count]), "find x", state=state, store=store)
+    assert (result.status, result.output) == ("completed", "done")
+    results = {m.call_id: m for m in store.load(state.run_id).messages if isinstance(m, ToolMessage)}
+    assert results["g1"].status == "error" and "sys.exit(2)" in results["g1"].text
+    assert list(results) == (["g1", "n1"] if beside else ["g1"])
+
+
 # -- kill -9 while a finished call of a batch waits for the one before it ---------------------------
 
 # A run whose reply asks for two posts at once (side effects, parallel=True). Post 1 is slow; post 2

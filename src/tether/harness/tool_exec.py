@@ -44,7 +44,7 @@ from tether.messages import (
     parse_arguments,
 )
 from tether.status import ApprovalInterruption, OutcomeUnknownInterruption
-from tether.tools.base import ToolContext, ToolInputError, ToolInterrupt, ToolResult, validate_arguments
+from tether.tools.base import ToolContext, ToolError, ToolInputError, ToolInterrupt, ToolResult, validate_arguments
 
 __all__ = ["answer_only", "ended_turn", "ends_turn", "result_is_answer", "run_pending"]
 
@@ -618,6 +618,14 @@ def _work(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -
                 # ends failed saying what to change, as a misconfigured sub-agent's call does (its
                 # tool returns the same Stop).
                 return Stop.not_configured(f"the tool {call.name}", told(exc))
+            except SystemExit as exc:
+                # A tool's library that ends the process on bad input (argparse does, on arguments
+                # it does not know) is the call's failure: it used to end tether's own process
+                # (the CLI, a server's run) with the run left `running`.
+                raise ToolError(
+                    f"it tried to end the process (sys.exit({exc.code!r}), as a command-line parser does "
+                    "on arguments it refuses); nothing else was stopped"
+                ) from None
             return result
 
         value = await chain_tool(rc.agent.middleware, rc, call, args, innermost)()
