@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 from tether import Agent, run_stream, tool
-from tether.errors import ConfigError
+from tether.errors import AuthError, BadRequestError, ConfigError, RetryableError
 from tether.events import Compaction, Event, ToolResultEvent
 from tether.harness.agent import Stop
 from tether.harness.middleware import Middleware, SummarizeByMessageCount, ToolCallLimitPerTurn
+from tether.harness.retry import RetryPolicy
 from tether.messages import AssistantMessage, TextPart, UserMessage, text_of
 from tether.providers.base import ModelRequest, ModelResponse
 from tether.providers.scripted import Reply
@@ -208,3 +209,30 @@ def test_a_dated_snapshot_of_a_catalog_model_is_compacted_before_its_window_over
     snapshot.price = None  # type: ignore[assignment]  # as a provider that knows none
     with pytest.raises(ConfigError, match="price of anthropic/claude-sonnet-4-5-20250929 is unknown"):
         collect(Agent(snapshot, tools=[dump], max_budget_usd=1.0))
+
+
+def _failing(model_id: str, error: Exception) -> FunctionModel:
+    def fail(messages: list[Any], request: ModelRequest) -> Any:
+        raise error
+
+    return FunctionModel(fail, model_id=model_id)
+
+
+def test_a_fallback_chain_where_every_model_fails_names_each_model() -> None:
+    """Three models, each failing its own way: one ``failed`` exit whose reason names all three
+    models and why each failed. The model the turn failed on last was not named (its error names
+    no model), so with several models of one provider the person could not tell which it was."""
+    chain = [
+        _failing("primary", RetryableError("HTTP 503: busy")),
+        _failing("second", AuthError("authentication failed (HTTP 401)")),
+        _failing("third", BadRequestError("HTTP 400: unsupported parameter")),
+    ]
+    agent = Agent(chain[0], fallback_models=chain[1:], retry=RetryPolicy(max_attempts=2, base_delay_s=0.01))
+    events = collect(agent)
+    result = events[-1].result
+    assert result.status == "failed" and [e.type for e in events].count("fallback") == 2
+    reason = result.reason or ""
+    assert reason.startswith("HTTP 400: unsupported parameter"), reason
+    assert "fallen back from function/primary (HTTP 503: busy" in reason, reason
+    assert "then from function/second (authentication failed" in reason, reason
+    assert reason.endswith(", to function/third"), reason

@@ -252,9 +252,11 @@ async def _wait_to_retry(rc: RunContext, turn: _Attempt, exc: ProviderError, wai
 
 
 def _fail(rc: RunContext, turn: _Attempt, reason: str) -> None:
-    """End the run ``failed``; the reason also says which models this turn fell back from, and why."""
+    """End the run ``failed``; the reason also says which models this turn fell back from, and why,
+    and to which one it failed on (an error names its provider, not its model: two models of one
+    provider, or two endpoints of one wire, read alike)."""
     if turn.given_up:
-        reason += "; this turn had fallen back from " + ", then from ".join(turn.given_up)
+        reason += "; this turn had fallen back from " + ", then from ".join(turn.given_up) + f", to {rc.model_name}"
     rc.stop(Stop("failed", reason))
 
 
