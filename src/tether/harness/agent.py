@@ -60,8 +60,19 @@ def default_tool_error_text(tool_name: str, error: BaseException) -> str:
 
 @dataclass
 class Agent:
-    """What to run. ``model`` is a model string (``openai/gpt-4.1-mini``, ``scripted/plan``)
-    or a :class:`~tether.providers.Provider` instance (e.g. ``FunctionModel``)."""
+    """What to run. ``model`` is a model string (``openai/gpt-4.1-mini``, ``scripted/plan``; its key
+    from the environment or config.toml) or a :class:`~tether.providers.Provider` instance
+    (``OpenAIChatProvider(api_key=..., model_id=...)``, ``FunctionModel``).
+
+    The fields most agents set: ``instructions`` (the system prompt), ``tools`` (functions made
+    with :func:`~tether.tool`, ``FILE_TOOLS``, another agent's ``as_tool``), ``cwd`` (where the file
+    and shell tools work; default the current directory), ``max_turns`` (model calls per run,
+    default 50; None: no limit), ``max_budget_usd`` (dollars per run, never exceeded; None: no
+    budget; a model without a known price needs ``price``), ``fallback_models`` and ``retry``
+    (:class:`~tether.harness.retry.RetryPolicy`), ``output_type`` (a pydantic model the answer is
+    validated into), ``middleware`` (guardrails, ``LoopGuard``, limits) and ``extensions``
+    (memory, skills, a knowledge base, MCP servers). Everything is checked when a run starts: a
+    setting that cannot work is a :class:`~tether.errors.ConfigError` before anything is sent."""
 
     model: str | Provider
     instructions: str = ""
