@@ -23,7 +23,8 @@ ReplyFn = Callable[[list[Message], ModelRequest], "AssistantMessage | Reply | st
 class FunctionModel(InProcessModel):
     """``FunctionModel(lambda messages, request: "hi")``. The function may return text, a
     :class:`~tether.providers.scripted.Reply`, or an :class:`AssistantMessage`; it may be async.
-    Usage is counted with the scripted model's BPE rule; ``price`` defaults to the scripted one."""
+    Usage is counted as the scripted model counts it (tether's tokenizer-free estimate, unless the
+    reply carries its own); ``price`` defaults to the scripted one ($2 and $12 per million tokens)."""
 
     name = "function"
 
