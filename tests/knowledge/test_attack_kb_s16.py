@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.knowledge import KnowledgeBase, SqliteKnowledgeStore
+from tether.knowledge import HashingEmbedder, KnowledgeBase, SqliteKnowledgeStore
 
 
 def _stock_sqlite(kb: KnowledgeBase, limit: int) -> None:
@@ -104,3 +104,21 @@ def test_a_file_that_is_no_longer_text_is_gone_from_the_folder_and_sync_removes_
     (folder / "a.txt").write_text("The pump runs on STALEWORD now.\n")
     assert kb.add_path(folder, prune=True).added == ["docs/a.txt"]
     assert [h.citation for h in kb.search("STALEWORD", mode="keyword").hits] == ["docs/a.txt:1-1"]
+
+
+def test_an_identifier_wins_over_a_family_of_twins_that_share_its_words() -> None:
+    # A kit and its 2,100 variants (SK-77 and SK-77-0000 ... SK-77-2099): every variant holds the
+    # words "sk 77" in that order, and in a shorter chunk, so BM25 put them all above the one chunk
+    # that holds SK-77 itself. Only the first 100 such chunks (2,000 in exact mode) were checked
+    # for the identifier: hybrid search gave three variants for "SK-77" (against "Identifiers win
+    # in every mode") and lookup_exact said no chunk contains it.
+    kb = KnowledgeBase.open(":memory:", embedder=HashingEmbedder(64))
+    for i in range(2_100):
+        kb.add_text(f"kits/sk-77-{i:04d}.md", f"Seal kit SK-77-{i:04d} fits SK 77 housings.\n", embed=False)
+    filler = " ".join(f"filler{j}" for j in range(60))
+    kb.add_text("kits/sk-77.md", f"The seal kit SK-77 is made of EPDM. {filler}\n", embed=False)
+    kb.fill_vectors()
+    for mode in ("hybrid", "keyword", "hierarchical", "neighborhood", "exact"):
+        hits = kb.search("SK-77", mode=mode, k=3).hits
+        assert hits and hits[0].citation == "kits/sk-77.md:1-1", (mode, [h.citation for h in hits])
+    assert kb.search("what is SK-77 made of", k=3).hits[0].citation == "kits/sk-77.md:1-1"

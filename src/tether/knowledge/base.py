@@ -67,6 +67,9 @@ MAX_K = 1_000_000
 # A file modified less than this before an add is read is hashed again by the next add: its file
 # system's clock may not have moved when it is written again (see _add_file).
 RECENT_NS = 3_000_000_000
+# The most chunks holding an identifier's words in order that are read to find those holding the
+# identifier itself (twins that share its words come first by BM25: see _holding)
+MAX_PHRASE_SCAN = 20_000
 NAME_TRIES = 5  # an add's file named again at most this often when other adds take its name meanwhile
 
 _STOP_WORDS = """
@@ -699,10 +702,18 @@ class KnowledgeBase:
         words = tokens(token)
         if not words:
             return []
-        candidates = [cid for cid, _ in self.store.keyword(words, limit, allowed, phrase=True)]
-        rows = self.store.chunks(candidates)
         pattern = literal(token)
-        held = [cid for cid in candidates if cid in rows and pattern.search(rows[cid].indexed_text)]
+        asked = limit
+        while True:
+            # A family of twins (SK-77-0001 ... for SK-77) holds the token's words in that order, in
+            # shorter chunks: the first ``limit`` phrase matches may all be twins. Ask for more until
+            # ``limit`` hold the token, the matches end, or MAX_PHRASE_SCAN were read.
+            candidates = [cid for cid, _ in self.store.keyword(words, asked, allowed, phrase=True)]
+            rows = self.store.chunks(candidates)
+            held = [cid for cid in candidates if cid in rows and pattern.search(rows[cid].indexed_text)]
+            if len(held) >= limit or len(candidates) < asked or asked >= MAX_PHRASE_SCAN:
+                break
+            asked = min(asked * 4, MAX_PHRASE_SCAN)
         by_field: set[int] = set()
         for name in self.exact_fields:
             by_field |= self.store.doc_ids({name: token}) or set()
