@@ -41,6 +41,8 @@ class Reply:
 
 
 def call(call_id: str, name: str, args: dict[str, Any] | None = None) -> Reply:
+    """A reply that calls one tool: ``call("c1", "read_file", {"path": "a.txt"})`` (arguments as a
+    dict, not as keywords); :class:`Reply` ``(calls=(...))`` calls several at once."""
     return Reply(calls=((call_id, name, args or {}),))
 
 
