@@ -393,3 +393,48 @@ def test_the_worker_that_takes_a_run_over_is_not_left_out_of_its_stream_by_the_l
 
     stream = [json.loads(data)["text"] for _, _, data in jobs.events_after("r_two", 0)]
     assert stream == ["stale words", "new words"]
+
+
+# --- memory on Postgres ---------------------------------------------------------------------------------
+
+
+def test_a_memory_write_whose_connection_is_killed_is_made_again(pg_url: str) -> None:
+    """The connection of a memory write killed by the server as it wrote (a restart, a failover,
+    ``pg_terminate_backend``): the memory tool's call failed with the driver's "terminating
+    connection due to administrator command" and the note was not saved, where a run's and a
+    session's saves are made again on a new connection. Now the write is made again, once, and the
+    model is told it was saved."""
+    import psycopg
+
+    from tether import run_sync
+    from tether.harness.state import RunState
+    from tether.memory import Memory
+    from tether.messages import ToolMessage
+    from tether.postgres.db import database
+    from tether.testing import call
+
+    memory = Memory.open_postgres(database(pg_url))
+    memory.add("notes", "The user drinks tea.")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE SEQUENCE kills")
+        conn.execute(
+            "CREATE FUNCTION kill_once() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            # once (a sequence is not rolled back with the kill)
+            "IF nextval('kills') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(5); "
+            "END IF; RETURN NEW; END $$"
+        )
+        conn.execute("CREATE TRIGGER kill_once BEFORE UPDATE ON memory_texts FOR EACH ROW EXECUTE FUNCTION kill_once()")
+
+    def reply(messages: list[Any], request: object) -> Any:
+        if not any(isinstance(m, ToolMessage) for m in messages):
+            return call("c1", "memory", {"action": "add", "store": "notes", "text": "The user's name is Ana."})
+        return Reply(text="Noted.")
+
+    agent = Agent(FunctionModel(reply), tools=list(memory.tools()))
+    state = RunState(run_id="r_memory")
+    assert run_sync(agent, "remember my name is Ana", state=state).status == "completed"
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT last_value FROM kills").fetchone()[0] >= 1  # the kill did happen
+    told = [m.text for m in state.messages if isinstance(m, ToolMessage)]
+    assert told and told[0].startswith("Saved to notes."), told
+    assert memory.store("notes").entries() == ["The user drinks tea.", "The user's name is Ana."]

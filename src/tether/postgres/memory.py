@@ -12,10 +12,15 @@ last committed text.
 from __future__ import annotations
 
 import contextlib
+import logging
+import time
 from collections.abc import Iterator
+from typing import Any
 
 from tether.memory.store import MemoryRefused, StoreName, StoreUsage, chars, parse, render
-from tether.postgres.db import Database, Migration, redact
+from tether.postgres.db import Database, Migration, _reason, _transient, redact
+
+_log = logging.getLogger("tether.memory")
 
 __all__ = ["MIGRATIONS", "PgTextStore"]
 
@@ -57,28 +62,77 @@ class PgTextStore:
 
     @contextlib.contextmanager
     def edit(self) -> Iterator[list[str]]:
-        """Lock the row, read the entries, let the caller change the list, write it back if it changed."""
+        """Lock the row, read the entries, let the caller change the list, write it back if it changed.
+
+        A database away for a moment (a restart, a failover, the connection killed) is waited for
+        as a run's saves wait (:meth:`Database.transact`): before the caller has the entries, the
+        row is read again; once it changed them, they are written again in a new transaction if
+        the row still holds what the caller changed (or already holds the change, a commit whose
+        answer was lost); a row another writer changed meanwhile is not overwritten."""
         key = (self.scope, self.name)
-        with self.db.tx() as conn:
-            conn.execute("INSERT INTO memory_texts (scope, store) VALUES (%s, %s) ON CONFLICT DO NOTHING", key)
-            (body,) = conn.execute(
-                "SELECT body FROM memory_texts WHERE scope = %s AND store = %s FOR UPDATE", key
-            ).fetchone()
-            entries = parse(_text(body))
-            before = list(entries)
-            yield entries
-            if entries != before:
-                text = render(entries)
-                if "\x00" in text:  # a file could hold it; Postgres text cannot
-                    raise MemoryRefused(
-                        "Not saved: the entry holds a NUL character (\\x00), which the database "
-                        "cannot store. Save it without that character.",
-                        "nul",
+        deadline = time.monotonic() + self.db.retry_s
+        pause = 0.05
+        while True:  # the row, locked, in a transaction kept open while the caller changes the entries
+            held = contextlib.ExitStack()
+            try:
+                conn = held.enter_context(self.db.tx())
+                conn.execute("INSERT INTO memory_texts (scope, store) VALUES (%s, %s) ON CONFLICT DO NOTHING", key)
+                (body,) = conn.execute(
+                    "SELECT body FROM memory_texts WHERE scope = %s AND store = %s FOR UPDATE", key
+                ).fetchone()
+                break
+            except Exception as exc:
+                held.__exit__(type(exc), exc, exc.__traceback__)
+                if not _transient(exc) or time.monotonic() + pause > deadline:
+                    raise
+                _log.warning("the database is away (%s); reading memory again", _reason(exc))
+                time.sleep(pause)
+                pause = min(pause * 2, 2.0)
+        text: str | None = None
+        try:
+            with held:
+                entries = parse(_text(body))
+                before = list(entries)
+                yield entries
+                if entries != before:
+                    text = render(entries)
+                    if "\x00" in text:  # a file could hold it; Postgres text cannot
+                        raise MemoryRefused(
+                            "Not saved: the entry holds a NUL character (\\x00), which the database "
+                            "cannot store. Save it without that character.",
+                            "nul",
+                        )
+                    conn.execute(
+                        "UPDATE memory_texts SET body = %s, updated_at = now() WHERE scope = %s AND store = %s",
+                        (text, *key),
                     )
-                conn.execute(
-                    "UPDATE memory_texts SET body = %s, updated_at = now() WHERE scope = %s AND store = %s",
-                    (text, *key),
-                )
+        except Exception as exc:
+            if text is None or not _transient(exc):  # the caller's own error, or nothing to write
+                raise
+            _log.warning("the database is away (%s); saving memory again", _reason(exc))
+            self._write_again(key, body, text, exc)
+
+    def _write_again(self, key: tuple[str, str], body: str, text: str, away: Exception) -> None:
+        """Write ``text`` where the row held ``body`` when the caller changed it: its transaction
+        met the database away before its commit was known."""
+
+        def write(conn: Any) -> None:
+            row = conn.execute("SELECT body FROM memory_texts WHERE scope = %s AND store = %s FOR UPDATE", key)
+            now = row.fetchone()
+            if now is not None and now[0] == text:  # its commit had landed
+                return
+            if now is None or now[0] != body:
+                raise MemoryRefused(
+                    f"Not saved: the database connection broke while this was saved, and {self.name} was "
+                    "changed by another writer meanwhile. Read it again and make the change again.",
+                    "conflict",
+                ) from away
+            conn.execute(
+                "UPDATE memory_texts SET body = %s, updated_at = now() WHERE scope = %s AND store = %s",
+                (text, *key),
+            )
+
+        self.db.transact(write)
 
 
 def _text(body: str) -> str:
