@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tether import Agent, run_stream, tool
-from tether.errors import AuthError, BadRequestError, ConfigError, RetryableError
+from tether.errors import AuthError, BadRequestError, ConfigError, ContextOverflowError, RetryableError
 from tether.events import Compaction, Event, ToolResultEvent
 from tether.harness.agent import Stop
 from tether.harness.middleware import Middleware, SummarizeByMessageCount, ToolCallLimitPerTurn
@@ -21,6 +21,7 @@ from tether.messages import AssistantMessage, TextPart, UserMessage, text_of
 from tether.providers.base import ModelRequest, ModelResponse
 from tether.providers.scripted import Reply
 from tether.testing import FunctionModel
+from tether.tokens import estimate_tokens, message_tokens
 from tether.usage import Price, Usage
 
 PRICE = Price(input=1.0, output=1.0)  # dollars per million tokens: 1,000 + 1,000 tokens are $0.002
@@ -236,3 +237,31 @@ def test_a_fallback_chain_where_every_model_fails_names_each_model() -> None:
     assert "fallen back from function/primary (HTTP 503: busy" in reason, reason
     assert "then from function/second (authentication failed" in reason, reason
     assert reason.endswith(", to function/third"), reason
+
+
+@tool
+def save(path: str, content: str) -> str:
+    """Save a file."""
+    return "saved"
+
+
+def test_an_overflow_a_calls_arguments_cause_names_the_arguments_not_a_small_output() -> None:
+    """The model wrote a long file in one call, the arguments filling a small window: the reason
+    blamed "the output of save ... about 10 tokens" and said to trim tool outputs, which changes
+    nothing. It now names the call's arguments and says to ask for less in one call."""
+    window = 3000
+    replies: list[int] = []
+
+    def model(messages: list[Any], request: ModelRequest) -> Any:
+        if sum(message_tokens(m, estimate_tokens) for m in messages) > window:
+            raise ContextOverflowError("prompt too long")
+        if not request.tools:
+            return "summary"
+        replies.append(1)
+        content = "lorem ipsum dolor sit amet " * 500  # about 3,400 tokens by the estimate
+        return Reply("", [("c1", "save", {"path": "a.txt", "content": content})]) if len(replies) == 1 else "done"
+
+    result = collect(Agent(FunctionModel(model), tools=[save], context_window=window), "write a long file")[-1].result
+    reason = result.reason or ""
+    assert result.status == "failed" and "the arguments the model wrote for its call to save" in reason, reason
+    assert "Ask for less in one call" in reason and "ToolOutputTrimmer" not in reason, reason

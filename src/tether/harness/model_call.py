@@ -293,13 +293,23 @@ def _overflow_reason(rc: RunContext, exc: ContextOverflowError) -> str:
     messages = rc.state.messages
     last = max((i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)), default=-1)
     count = rc.count if rc.counter_loaded() else estimate_tokens  # the tokenizer is not waited for here
-    sizes = sorted((message_tokens(m, count), m.name) for m in messages[last + 1 :] if isinstance(m, ToolMessage))
+    sizes = [(message_tokens(m, count), True, m.name) for m in messages[last + 1 :] if isinstance(m, ToolMessage)]
+    # The latest reply's calls are kept too: a call whose arguments fill the window (a long file
+    # written in one call) was taken for its few-token result, and the advice was to trim outputs.
+    calls = messages[last].tool_calls if last >= 0 and isinstance(messages[last], AssistantMessage) else ()
+    sizes += [(count(c.arguments), False, c.name) for c in calls]
     window = context_window(rc)
     of = f" (this one holds {window} tokens)" if window else ""
     reason = f"{exc}; it still did not fit after compacting what could be compacted"
     if not sizes:
         return f"{reason}. Start a new session, send a shorter message, or use a model with a larger context window{of}"
-    tokens, name = sizes[-1]
+    tokens, output, name = max(sizes)
+    if not output:
+        return (
+            f"{reason}: the arguments the model wrote for its call to {name} in the latest turn are alone "
+            f"about {tokens} tokens. Ask for less in one call (a long file in parts), or use a model with a "
+            f"larger context window{of}"
+        )
     return (
         f"{reason}: the output of {name} in the latest turn alone is about {tokens} tokens. Cut tool "
         "outputs to size (ToolOutputTrimmer(max_chars=...) in the agent's middleware), or use a model "
