@@ -545,6 +545,9 @@ class Settings:
     agents: dict[str, AgentTable] = field(default_factory=dict)  # [agents.NAME] and [serve.agents.NAME]
 
     def __post_init__(self) -> None:
+        from tether.fileio import keep_from_commands
+
+        keep_from_commands(self.home)  # runs, traces, tokens, memory: hidden from sandboxed commands
         for name, table in _TABLES_OF_SETTINGS.items():
             value = getattr(self, name)
             if isinstance(value, dict):

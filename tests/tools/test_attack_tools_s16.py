@@ -96,6 +96,23 @@ def test_stores_and_traces_kept_outside_tethers_home_are_hidden_from_commands(
     assert "beside the stores, not tether's" in said  # the command ran, and the folder is not hidden whole
 
 
+@needs_sandbox
+def test_a_home_given_in_code_is_hidden_from_commands(outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``create_app(Settings(home=...))`` or ``load_settings(home)``: a home other than
+    ``$TETHER_HOME`` holds the same tokens, memory and records, and was readable by commands."""
+    from tether.config import Settings
+
+    custom, ws = outside / "custom-home", outside / "ws"
+    (custom / "auth").mkdir(parents=True)
+    ws.mkdir()
+    (custom / "auth" / "local.json").write_text('{"refresh_token": "REFRESH-SECRET"}')
+    monkeypatch.setenv("TETHER_HOME", str(outside / "thome"))
+    Settings(home=custom)
+
+    said = text_of(call(RunCommand(ShellSettings()), ws, {"command": f"cat {custom}/auth/local.json; echo ran"}))
+    assert "REFRESH-SECRET" not in said and "ran" in said
+
+
 # --- a home's secrets that are not there yet ------------------------------------------------------
 
 
