@@ -68,3 +68,38 @@ def test_a_password_in_an_mcp_servers_url_argument_is_never_shown(env: dict[str,
     assert shown[2:] == ["postgresql://app:<redacted>@db.internal:5432/sales", "<redacted>"]
     assert "db.internal" in outs["mcp list"].stdout + outs["mcp list"].stderr  # what it connects to, still said
     assert outs["run --mcp"].returncode == 2 and "MCP server pg did not start" in outs["run --mcp"].stderr
+
+
+def test_a_prompt_in_another_encoding_is_refused_not_sent_mangled(env: dict[str, str], tmp_path: Path) -> None:
+    """A prompt typed or pasted in Latin-1 (`tether run "$(cat notes-latin1.txt)"`, a chat fed such
+    a file) reached the model with each é as U+FFFD, and the run's saved prompt kept the raw byte:
+    `tether runs --json` then wrote bytes that are not UTF-8, which no JSON reader takes. `tether
+    run -` and `@FILE` already refused such text. Now the argument is refused the same way (exit 2,
+    nothing run), and the chat says the line was not sent and goes on with the next one."""
+    import subprocess
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    latin1 = "café au lait".encode("latin-1")
+    out = subprocess.run(
+        ["tether", "run", "--model", "scripted/hello", "--cwd", str(workspace), b"order a " + latin1],
+        env=env,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert out.returncode == 2, out.stderr
+    assert b"not UTF-8" in out.stderr and b"Traceback" not in out.stderr, out.stderr
+
+    chat = subprocess.run(
+        ["tether", "chat", "--model", "scripted/hello", "--cwd", str(workspace)],
+        env=env,
+        capture_output=True,
+        input=b"order a " + latin1 + b"\norder a tea\n",
+        timeout=60,
+    )
+    assert chat.returncode == 0, chat.stderr
+    assert b"not UTF-8" in chat.stderr and b"nothing was sent" in chat.stderr, chat.stderr
+    listing = subprocess.run(["tether", "runs", "--json"], env=env, capture_output=True, timeout=60)
+    runs = json.loads(listing.stdout.decode("utf-8"))  # UTF-8 JSON, as every --json listing
+    assert [r["prompt"] for r in runs] == ["order a tea"]  # the chat's next line only; the refused one never ran

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.cli.common import add_session_store_option, open_sessions, session_name
 from tether.cli.common import settings as load_settings
-from tether.cli.run import READER_GONE, add_agent_options, at_terminal, check_home, drive, overrides
+from tether.cli.run import READER_GONE, add_agent_options, at_terminal, check_home, drive, is_utf8, overrides
 from tether.cli.signals import TERMINATED, Terminated, ask, run_stoppable, sigterm_held, terminated
 
 if TYPE_CHECKING:
@@ -112,6 +112,13 @@ def _loop(chat: _Chat) -> int:
         line = ask("you> ")
         if line is None:
             return 0
+        if not is_utf8(line):  # as tether run refuses it: sent, each such byte would reach the model as "\ufffd"
+            print(
+                "that line is not UTF-8 text (a byte of another encoding, such as Latin-1's é); nothing was "
+                "sent. Convert it (iconv -f LATIN1 -t UTF-8) and send it again",
+                file=sys.stderr,
+            )
+            continue
         message, command = parse_line(line)
         if command in ("/exit", "/quit"):
             return 0

@@ -66,6 +66,7 @@ __all__ = [
     "check_home",
     "drive",
     "hold_sigterm",
+    "is_utf8",
     "overrides",
     "read_prompt",
     "sigterm_held",
@@ -253,10 +254,26 @@ def read_prompt(arg: str | None) -> str:
         source, text = arg[1:], _read_file(arg[1:])
     else:
         source, text = "the argument", arg
+    if not is_utf8(text):  # bytes of another encoding in the argument (Python keeps them as surrogates)
+        raise usage_error(
+            f"the prompt from {source} is not UTF-8 text (a byte of another encoding, such as Latin-1's é); "
+            "convert it (iconv -f LATIN1 -t UTF-8) and run again"
+        )
     text = text.rstrip("\r\n")
     if not text.strip():
         raise usage_error(f"the prompt from {source} is empty; say what the agent should do")
     return text
+
+
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` is text: an argument or a line of stdin holding bytes that are not UTF-8 is
+    read with each such byte as a lone surrogate, which the model would get as "\ufffd" and a run's
+    saved prompt would write back as the raw byte (`tether runs --json` no longer UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _read_file(name: str) -> str:
