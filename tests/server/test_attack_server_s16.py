@@ -279,3 +279,19 @@ def test_a_start_with_the_database_away_asks_it_about_one_cut_run_not_each(tmp_p
     for run_id in ("run_a", "run_b", "run_c"):
         last = EventLog.load(manager.log_path(run_id)).items[-1]
         assert last[1] == "done" and '"status":"interrupted"' in last[2] and "resume it to start it" in last[2]
+
+
+def test_a_number_too_long_to_read_is_refused_in_words_a_client_can_use(served: Any) -> None:
+    """A body with a whole number of 5,000 digits was refused with Python's words, cut short
+    mid-word: "... Exceeds the limit (4300 digits) for integer string conversion: value has 5000
+    digits; use sys.set_int_max_str_digits() t); send a JSON object", advice for the server's
+    code that no client can follow. It now says what was too long and what to send instead."""
+    s = served()
+    with s.client() as c:
+        sid = start_session(c, "plan")
+        body = b'{"text": "a", "values": {"boxes": ' + b"9" * 5000 + b"}}"
+        r = c.post(f"/v1/sessions/{sid}/messages", content=body, headers={"Content-Type": "application/json"})
+        assert r.status_code == 400
+        message = r.json()["error"]["message"]
+        assert "sys." not in message and "4,300 digits" in message and "as a string" in message, message
+        assert c.get(f"/v1/sessions/{sid}").json()["turns"] == []  # nothing was sent

@@ -491,6 +491,11 @@ def _unreadable_body(cause: BaseException) -> str:
         return "the body nests JSON too deeply to read; send a JSON object whose values nest less deeply"
     if isinstance(cause, UnicodeDecodeError):
         return f"the body is not UTF-8 ({cause.reason} at byte {cause.start}); send the JSON encoded as UTF-8"
+    if isinstance(cause, ValueError) and "integer string conversion" in str(cause):  # Python's own limit
+        return (
+            f"the body holds a whole number of more than {sys.get_int_max_str_digits():,} digits, too long to "
+            "read; send such a number as a string"
+        )
     return f"the body could not be read as JSON ({str(cause)[:120] or type(cause).__name__}); send a JSON object"
 
 
