@@ -122,3 +122,28 @@ def test_an_identifier_wins_over_a_family_of_twins_that_share_its_words() -> Non
         hits = kb.search("SK-77", mode=mode, k=3).hits
         assert hits and hits[0].citation == "kits/sk-77.md:1-1", (mode, [h.citation for h in hits])
     assert kb.search("what is SK-77 made of", k=3).hits[0].citation == "kits/sk-77.md:1-1"
+
+
+def test_a_word_in_a_script_with_vowel_signs_is_one_word(tmp_path: Path) -> None:
+    # Hindi, Bengali, Tamil, Thai... write vowels as marks joined to a consonant (कि, पं), which
+    # Python's \w does not take for word characters: "किताब" (book) was indexed and searched as
+    # "क", "त", "ब", so a search for it found every text with a lone क (के, "of") as well, scored
+    # alike: a note on pumps and one on valves tied with the only page about a book.
+    path = tmp_path / "hi.db"
+    kb = KnowledgeBase.open(path)
+    kb.add_text("pump.txt", "यह पंप पानी के लिए है।\n")
+    kb.add_text("valve.txt", "यह वाल्व तेल के लिए है।\n")
+    kb.add_text("book.txt", "किताब मेज पर है।\n")
+    kb.add_text("thai.txt", "ปั๊มน้ำ ใช้กับน้ำ\n")
+    for word, where in (("किताब", "book.txt"), ("पंप", "pump.txt"), ("पानी", "pump.txt"), ("ปั๊มน้ำ", "thai.txt")):
+        assert [h.citation for h in kb.search(word, mode="keyword").hits] == [f"{where}:1-1"], word
+    # A base indexed before is indexed again, once, when it is opened
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'fts_words'")
+        db.execute("DELETE FROM chunks_fts")
+        db.execute("INSERT INTO chunks_fts (rowid, text) SELECT id, 'क त ब' FROM chunks")
+    db.close()
+    kb.close()
+    again = KnowledgeBase.open(path)
+    assert [h.citation for h in again.search("किताब", mode="keyword").hits] == ["book.txt:1-1"]

@@ -12,6 +12,7 @@ corpus gives the same results on either.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import sqlite3
@@ -61,7 +62,9 @@ def check_replacing(name: str, current: int | None, replacing: int | None) -> No
 
 SCHEMA_VERSION = 1
 BUSY_SECONDS = 30  # how long a write waits for another process's to end
-FTS_WORDS = "1"  # the version of fts_text the full-text index holds (none: unicode61 on the raw text)
+# The version of fts_text the full-text index holds (none: unicode61 on the raw text; 1: before
+# the vowel signs of Indic and Southeast Asian scripts were part of their words)
+FTS_WORDS = "2"
 BM25_K1 = 1.2  # FTS5's bm25() constants; a store that computes BM25 itself uses these
 BM25_B = 0.75
 
@@ -85,16 +88,33 @@ def _pairs(run: re.Match[str]) -> str:
     return " " + " ".join(text[i : i + 2] for i in range(len(text) - 1)) + " "
 
 
+@functools.cache
+def _marked_words() -> re.Pattern[str]:
+    """Letters and digits with the marks joined to them: the vowel signs of Hindi, Bengali, Tamil or
+    Thai (the i of कि) are marks, which Python's word characters leave out, and "किताब" was the words
+    "क", "त", "ब", found in every text with a lone क. Made on the first text beyond ASCII (tens of ms)."""
+    marks: list[str] = []
+    start: int | None = None
+    for cp in range(0x300, 0x1F001):
+        if unicodedata.category(chr(cp))[0] == "M":
+            start = cp if start is None else start
+        elif start is not None:
+            marks.append(f"{chr(start)}-{chr(cp - 1)}")  # marks are no syntax in a class
+            start = None
+    return re.compile("(?:[^\\W_]|[" + "".join(marks) + "\U000e0100-\U000e01ef])+")
+
+
 def tokens(text: str) -> list[str]:
     """Words as the keyword index holds them: case-folded, accents dropped, split at anything that
-    is not a letter or digit (``_`` too), and a run of Chinese, Japanese or Korean split into its
-    overlapping pairs of characters (``密封圈`` is ``密封 封圈``; a word of one character is found
-    where it stands alone). Both stores index these words, so a query and the index agree."""
+    is not a letter or digit (``_`` too) or a mark joined to one (a vowel sign), and a run of
+    Chinese, Japanese or Korean split into its overlapping pairs of characters (``密封圈`` is ``密封
+    封圈``; a word of one character is found where it stands alone). Both stores index these words,
+    so a query and the index agree."""
     folded = unicodedata.normalize("NFKD", text.casefold())
     plain = "".join(ch for ch in folded if not unicodedata.combining(ch) or ch in _KANA_MARKS)
-    if not plain.isascii():
-        plain = _CJK_RUN.sub(_pairs, plain)
-    return _TOKEN.findall(plain)
+    if plain.isascii():
+        return _TOKEN.findall(plain)
+    return _marked_words().findall(_CJK_RUN.sub(_pairs, plain))
 
 
 def fts_text(text: str) -> str:
