@@ -103,3 +103,25 @@ def test_a_prompt_in_another_encoding_is_refused_not_sent_mangled(env: dict[str,
     listing = subprocess.run(["tether", "runs", "--json"], env=env, capture_output=True, timeout=60)
     runs = json.loads(listing.stdout.decode("utf-8"))  # UTF-8 JSON, as every --json listing
     assert [r["prompt"] for r in runs] == ["order a tea"]  # the chat's next line only; the refused one never ran
+
+
+def test_memory_scope_and_no_memory_together_are_a_usage_error(env: dict[str, str], tmp_path: Path) -> None:
+    """`--memory-scope user|project | --no-memory` (docs/cli.md): given both, `tether run` ran without
+    memory and dropped --memory-scope without a word. Now the two together are a usage error (exit 2,
+    nothing run), as argparse says of any two options that exclude each other."""
+    for command in (["run"], ["chat"]):
+        out = tether(
+            *command,
+            "--model",
+            "scripted/hello",
+            "--cwd",
+            str(tmp_path),
+            "--memory-scope",
+            "project",
+            "--no-memory",
+            *(["hi"] if command == ["run"] else []),
+            env=env,
+        )
+        assert out.returncode == 2, (command, out.stderr)
+        assert "not allowed with argument --memory-scope" in out.stderr, (command, out.stderr)
+    assert json.loads(tether("runs", "--json", env=env).stdout) == []  # nothing ran

@@ -33,14 +33,15 @@ What the agent sees is a snapshot taken when a session begins.
 
 
 def add_memory_options(parser: argparse.ArgumentParser) -> None:
-    """``--memory-scope`` and ``--no-memory`` for the commands that run an agent."""
-    parser.add_argument(
+    """``--memory-scope`` or ``--no-memory`` (not both) for the commands that run an agent."""
+    either = parser.add_mutually_exclusive_group()  # both: which one wins would go unsaid
+    either.add_argument(
         "--memory-scope",
         choices=("user", "project"),
         help="whose notes the agent remembers: yours everywhere (user) or this --cwd's "
         "(project); default: [memory] scope in config.toml, else user",
     )
-    parser.add_argument(
+    either.add_argument(
         "--no-memory",
         action="store_true",
         help="run without cross-session memory (no memory tool, nothing in the prompt)",
