@@ -193,6 +193,9 @@ def test_a_run_cut_by_a_kill_ends_its_stream_with_a_done_that_says_so_after_the_
     (tmp_path / "workspace0" / "release").write_text("go")
     with third.client() as c:
         again = cut_end(c, done["id"])
+        third.app.state.core.manager.prune_events(-3600)  # its log cut to its last id, as after a week
+        replayed = read_events(c, f"/v1/runs/{run_id}/events", timeout=10)  # from 0: made from its state
+        assert replayed[-1]["event"] == "done" and replayed[-1]["result"]["reason"] == again["result"]["reason"]
         assert c.post(f"/v1/runs/{run_id}/resume").status_code == 202
         rest = read_events(c, f"/v1/runs/{run_id}/events", last_event_id=again["id"])
         assert rest[0]["id"] == again["id"] + 1

@@ -953,9 +953,11 @@ def _replayed(core: Core, run_id: str) -> list[tuple[int, str, str]]:
         state = core.manager.state(run_id)
     except StoreError:
         return []
-    if state is None or state.status == "running":
+    if state is None or (state.status == "running" and core.manager.is_live(run_id)):
         return []
     result = state.result()
+    if result.status == "running":  # cut by a kill and live nowhere: as the done it was given said
+        result = result.model_copy(update={"status": "interrupted", "reason": CUT})
     events: list[Any] = [TextDelta(run_id, result.text)] if result.text else []
     events.append(Done(run_id, result))
     return [(n, e.type, encode_event(event_data(e))) for n, e in enumerate(events, 1)]
