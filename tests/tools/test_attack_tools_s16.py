@@ -259,3 +259,17 @@ def test_a_search_backend_that_is_down_is_a_message_without_its_password() -> No
     said = str(raised.value)
     assert f"SearXNG at http://127.0.0.1:{port}) could not be reached" in said
     assert "web_fetch" in said and "hunter2" not in said
+
+
+def test_a_search_backend_answering_without_end_is_not_read_whole(searxng: tuple[dict[str, Any], str]) -> None:
+    """A SearXNG (a public instance, say) answers with 8 MB, or with results whose snippets are
+    hundreds of thousands of characters. Was: the whole answer was read into memory and every
+    snippet given to the model whole. Now an answer past 5 MB is refused unread and each field is
+    cut to 1,000 characters."""
+    answer, url = searxng
+    answer["body"] = json.dumps({"results": [{"title": "x" * 8_000_000}]}).encode()
+    with pytest.raises(ToolError, match="more than 5 MB, so its answer was not read"):
+        call(WebSearch(SearxngBackend(url)), Path("."), {"query": "tether"})
+    answer["body"] = json.dumps({"results": [{"title": "T", "url": "u", "content": "y" * 300_000}]}).encode()
+    found = call(WebSearch(SearxngBackend(url)), Path("."), {"query": "tether"})
+    assert found == "1. T\n   u\n   " + "y" * 1_000 + "…"

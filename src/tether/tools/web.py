@@ -25,6 +25,7 @@ import asyncio
 import codecs
 import functools
 import ipaddress
+import json
 import re
 import socket
 import zlib
@@ -547,6 +548,10 @@ class WebFetch:
         return text
 
 
+SEARCH_MAX_BYTES = 5_000_000  # one search's answer, decoded
+SEARCH_FIELD_CHARS = 1_000  # a result's title, URL or snippet, as given to the model
+
+
 class SearchBackend(Protocol):
     async def search(self, query: str, limit: int) -> list[dict[str, str]]: ...
 
@@ -567,8 +572,20 @@ class SearxngBackend:
         )
         later = "No search was made: use web_fetch on a URL you already know, or tell the user the search is down."
         try:
-            async with httpx.AsyncClient(timeout=20) as client:
-                response = await client.get(self.url.rstrip("/") + "/search", params={"q": query, "format": "json"})
+            async with (
+                httpx.AsyncClient(timeout=20) as client,
+                client.stream(
+                    "GET", self.url.rstrip("/") + "/search", params={"q": query, "format": "json"}
+                ) as response,
+            ):
+                body = bytearray()
+                async for chunk in response.aiter_bytes():  # decoded: a compressed bomb counts at full size
+                    body += chunk
+                    if len(body) > SEARCH_MAX_BYTES:
+                        raise ToolError(
+                            f"{where} answered with more than {SEARCH_MAX_BYTES // 1_000_000} MB, so its answer "
+                            f"was not read (a search's is a few kilobytes). {later}"
+                        )
         except httpx.TimeoutException:
             raise ToolError(f"{where} did not answer within 20 s. {later}") from None
         except (httpx.HTTPError, ValueError) as exc:  # refused, unresolvable, a cut connection, a bad URL
@@ -585,7 +602,7 @@ class SearxngBackend:
                 + f". {later}"
             )
         try:
-            results = response.json().get("results", [])
+            results = json.loads(bytes(body)).get("results", [])
             if not isinstance(results, list):
                 raise TypeError
         except (ValueError, AttributeError, TypeError):
@@ -602,7 +619,9 @@ class SearxngBackend:
 
 def _field(result: dict[str, Any], name: str) -> str:
     value = result.get(name)
-    return value if isinstance(value, str) else ""
+    if not isinstance(value, str):
+        return ""
+    return value if len(value) <= SEARCH_FIELD_CHARS else value[:SEARCH_FIELD_CHARS] + "…"
 
 
 class WebSearch:
