@@ -174,6 +174,43 @@ def test_a_tool_that_calls_sys_exit_fails_its_call_not_the_process(tmp_path: Pat
     assert list(results) == (["g1", "n1"] if beside else ["g1"])
 
 
+# -- a tool that raises CancelledError on its own -----------------------------------------------------
+
+
+@pytest.mark.parametrize("beside", [False, True], ids=["alone", "in-a-batch"])
+def test_a_tool_whose_awaited_task_was_cancelled_fails_its_call_not_the_run(tmp_path: Path, beside: bool) -> None:
+    """Before: a tool that awaited a task or future something else cancelled (a library's inner
+    task) raised ``CancelledError``, and the run ended as if Stop had been pressed, with nothing
+    pressed: ``run_sync`` raised ``CancelledError``, the run was saved ``interrupted`` and, in a
+    batch, the call beside it got no result. It is now the call's failure, and the run goes on;
+    Stop still leaves a running call pending (``test_parallel``, ``test_every_exit``)."""
+
+    @tool(read_only=True)
+    async def fetch(url: str) -> str:
+        """Fetch a page."""
+        inner = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_soon(inner.cancel)
+        return str(await inner)
+
+    @tool(read_only=True)
+    async def count() -> str:
+        """Count."""
+        await asyncio.sleep(0.05)
+        return "3"
+
+    def model(messages: list[Any], request: Any) -> Reply:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return Reply(text="done")
+        return Reply(calls=(("f1", "fetch", {"url": "x"}),) + ((("n1", "count", {}),) if beside else ()))
+
+    state, store = RunState(), RunStore(tmp_path / "runs")
+    result = run_sync(Agent(FunctionModel(model), tools=[fetch, count]), "fetch", state=state, store=store)
+    assert (result.status, result.output) == ("completed", "done")
+    results = {m.call_id: m for m in store.load(state.run_id).messages if isinstance(m, ToolMessage)}
+    assert results["f1"].status == "error" and "CancelledError" in results["f1"].text
+    assert [(k, m.status) for k, m in results.items()] == [("f1", "error")] + ([("n1", "ok")] if beside else [])
+
+
 # -- kill -9 while a finished call of a batch waits for the one before it ---------------------------
 
 # A run whose reply asks for two posts at once (side effects, parallel=True). Post 1 is slow; post 2

@@ -618,6 +618,17 @@ def _work(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -
                 # ends failed saying what to change, as a misconfigured sub-agent's call does (its
                 # tool returns the same Stop).
                 return Stop.not_configured(f"the tool {call.name}", told(exc))
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if rc.signal.cancelled or task is None or task.cancelling():
+                    raise  # Stop, or the run's caller gone: the call stays pending
+                # Nothing cancelled this call: a task or future the tool awaited was cancelled
+                # inside it. It used to end the run as if Stop had been pressed (run_sync raised
+                # CancelledError), the calls beside it in a batch left without results.
+                raise ToolError(
+                    "it raised asyncio.CancelledError though nothing stopped the run (a task or "
+                    "future it awaited was cancelled)"
+                ) from None
             except SystemExit as exc:
                 # A tool's library that ends the process on bad input (argparse does, on arguments
                 # it does not know) is the call's failure: it used to end tether's own process
