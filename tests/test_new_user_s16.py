@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
+import pytest
 from pydantic import Field
 
 from tether import Agent, run_sync, tool
@@ -113,3 +115,23 @@ def test_a_decision_on_a_call_that_is_not_waiting_names_the_calls_that_are() -> 
         UserError, match=r"\(waiting: c1 \(refund\)\): name one of those.*a reason is given apart \(reason=\.\.\.\)"
     ):
         reject(state, "no")
+
+
+def test_a_bad_otlp_base_endpoint_is_shown_as_written_with_an_example_that_works_there(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # OTEL_EXPORTER_OTLP_ENDPOINT=localhost:4318 was refused quoting 'localhost:4318/v1/traces' (a
+    # value the person never wrote) and suggesting http://127.0.0.1:4318/v1/traces, which in this
+    # variable (a base URL: tether appends /v1/traces) becomes .../v1/traces/v1/traces, a 404.
+    from tether.config import Settings
+    from tether.errors import ConfigError
+    from tether.telemetry import telemetry_from_settings
+
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "localhost:4318")
+    with pytest.raises(ConfigError) as refused:
+        telemetry_from_settings(Settings(home=tmp_path))
+    message = str(refused.value)
+    assert "not 'localhost:4318'" in message, message
+    assert "such as http://127.0.0.1:4318 " in message and "/v1/traces/v1/traces" not in message, message

@@ -268,9 +268,9 @@ def test_a_header_variable_written_with_a_colon_does_not_print_the_token(
 @pytest.mark.parametrize(
     ("value", "shown"),
     [
-        ("localhost:4318", "'localhost:4318/v1/traces'"),  # no scheme: the collector was looked for on port 80
-        ("https://tenant:s3cr3t@collector:99999", "'https://tenant:<redacted>@collector:99999/v1/traces'"),
-        ("http://tenant:s3cr3t@collector:http", "'http://tenant:<redacted>@collector:http/v1/traces'"),  # a traceback
+        ("localhost:4318", "'localhost:4318'"),  # no scheme: the collector was looked for on port 80
+        ("https://tenant:s3cr3t@collector:99999", "'https://tenant:<redacted>@collector:99999'"),
+        ("http://tenant:s3cr3t@collector:http", "'http://tenant:<redacted>@collector:http'"),  # a traceback
     ],
 )
 def test_an_otlp_endpoint_variable_that_is_no_url_is_a_clear_error(

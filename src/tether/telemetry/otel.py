@@ -593,10 +593,14 @@ def _endpoint_from_env() -> str | None:
     if traces:
         return _checked(traces, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
-    return _checked(base.rstrip("/") + "/v1/traces", "OTEL_EXPORTER_OTLP_ENDPOINT") if base else None
+    if not base:
+        return None
+    # A base URL (the traces path is appended): checked, and shown, as written.
+    example = "http://127.0.0.1:4318 (tether adds /v1/traces)"
+    return _checked(base, "OTEL_EXPORTER_OTLP_ENDPOINT", example).rstrip("/") + "/v1/traces"
 
 
-def _checked(endpoint: str, where: str) -> str:
+def _checked(endpoint: str, where: str, example: str = "http://127.0.0.1:4318/v1/traces") -> str:
     """``endpoint`` if it is an http(s) URL with a host; else a ConfigError naming ``where`` it
     came from (without a scheme it was taken for a path and the collector looked for on port 80;
     a port that is no number was a traceback)."""
@@ -610,7 +614,7 @@ def _checked(endpoint: str, where: str) -> str:
     if not ok:
         raise ConfigError(
             f"{where} must be an http:// or https:// URL with a host (and a port from 1 to 65535, if "
-            f"any), such as http://127.0.0.1:4318/v1/traces; not {_shown(endpoint)!r}"
+            f"any), such as {example}; not {_shown(endpoint)!r}"
         )
     return endpoint
 
