@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
 from tether.knowledge import HashingEmbedder, KnowledgeBase, SqliteKnowledgeStore
+from tether.knowledge.base import MAX_FRONTIER
 
 
 def _stock_sqlite(kb: KnowledgeBase, limit: int) -> None:
@@ -147,3 +149,31 @@ def test_a_word_in_a_script_with_vowel_signs_is_one_word(tmp_path: Path) -> None
     kb.close()
     again = KnowledgeBase.open(path)
     assert [h.citation for h in again.search("किताब", mode="keyword").hits] == ["book.txt:1-1"]
+
+
+def test_the_graph_walk_goes_on_from_its_best_entities_not_from_every_one_a_hub_reaches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `kb add catalog --meta family=valves`: every chunk mentions "valves", related to every part
+    # number in the catalogue, so a graph search's first hop reached them all and its second asked
+    # for the relations of each: the whole graph read at every neighborhood or hierarchical search
+    # (seconds at 140,000 part numbers), for the 20 entities the walk keeps.
+    kb = KnowledgeBase.open(":memory:")
+    for n in range(40):
+        rows = "\n".join(f"Part PN-{n:02d}-{i:04d} fits the housing." for i in range(300))
+        kb.add_text(f"catalog/{n:02d}.txt", rows + "\n", meta={"family": "valves"})
+    asked: list[int] = []
+    neighbours = kb.store.neighbours
+
+    def counted(ids: Iterable[int]) -> list[tuple[int, int, float]]:
+        ids = list(ids)
+        asked.append(len(ids))
+        return neighbours(ids)
+
+    monkeypatch.setattr(kb.store, "neighbours", counted)
+    for mode in ("neighborhood", "hierarchical"):
+        asked.clear()
+        result = kb.search("housing PN-07-0150", mode=mode, k=5)
+        assert "PN-07-0150" in result.hits[0].chunk.text, mode
+        assert "valves" in result.entities
+        assert max(asked) <= MAX_FRONTIER, (mode, asked)

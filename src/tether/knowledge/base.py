@@ -70,6 +70,9 @@ RECENT_NS = 3_000_000_000
 # The most chunks holding an identifier's words in order that are read to find those holding the
 # identifier itself (twins that share its words come first by BM25: see _holding)
 MAX_PHRASE_SCAN = 20_000
+# The most entities a graph walk goes on from at each hop, its best: a hub (a family every chunk
+# of a catalogue names) reaches every part number, and the next hop read the whole graph
+MAX_FRONTIER = 500
 NAME_TRIES = 5  # an add's file named again at most this often when other adds take its name meanwhile
 
 _STOP_WORDS = """
@@ -780,7 +783,7 @@ class KnowledgeBase:
                 break
             for eid, s in reached.items():
                 score[eid] = score.get(eid, 0.0) + s
-            frontier = reached
+            frontier = dict(sorted(reached.items(), key=lambda e: -e[1])[:MAX_FRONTIER])
         best = sorted(score, key=lambda e: -score[e])[:20]
         chunk_ids = self.store.chunks_of_entities(best, depth * 4)
         rows = self.store.chunks(chunk_ids)
