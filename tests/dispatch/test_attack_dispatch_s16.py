@@ -376,3 +376,38 @@ def test_a_kept_result_is_taken_only_for_its_own_call() -> None:
     result = run_sync(Agent(FunctionModel(lambda m, r: Reply(text="done")), tools=[post]), state=state)
     assert (result.status, result.interruption.type) == ("interrupted", "outcome_unknown")  # type: ignore[union-attr]
     assert not [m for m in state.messages if isinstance(m, ToolMessage)]
+
+
+def test_a_result_kept_with_its_intent_is_saved_in_postgres_too(pg_url: str) -> None:
+    """The result a call of a batch finished with while the call before it still ran is in the
+    run's saved state there too (a worker killed then resumes on another machine from it)."""
+    from tether.postgres.db import database
+    from tether.postgres.runs import PgRunStore
+
+    reader = PgRunStore(database(pg_url))
+    seen: list[Any] = []
+
+    @tool(parallel=True)
+    async def post(n: int) -> str:
+        """Post message n."""
+        if n == 2:
+            return "posted 2"
+        for _ in range(300):  # until the saved run holds post 2's result
+            await asyncio.sleep(0.01)
+            intent = reader.load("run_p").intents.get("c2") if reader.exists("run_p") else None
+            if intent is not None and intent.landed is not None:
+                seen.append(intent.landed)
+                break
+        return "posted 1"
+
+    def model(messages: list[Any], request: Any) -> Reply:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return Reply(text="done")
+        return Reply(calls=(("c1", "post", {"n": 1}), ("c2", "post", {"n": 2})))
+
+    state = RunState(run_id="run_p")
+    store = PgRunStore(database(pg_url))
+    result = run_sync(Agent(FunctionModel(model), tools=[post]), "post", state=state, store=store)
+    assert result.status == "completed"
+    assert [(m.call_id, m.status, m.text) for m in seen] == [("c2", "ok", "posted 2")]
+    assert [m.call_id for m in store.load("run_p").messages if isinstance(m, ToolMessage)] == ["c1", "c2"]
