@@ -125,3 +125,28 @@ def test_memory_scope_and_no_memory_together_are_a_usage_error(env: dict[str, st
         assert out.returncode == 2, (command, out.stderr)
         assert "not allowed with argument --memory-scope" in out.stderr, (command, out.stderr)
     assert json.loads(tether("runs", "--json", env=env).stdout) == []  # nothing ran
+
+
+def test_scripted_serve_announces_the_address_it_listens_on(env: dict[str, str]) -> None:
+    """`tether scripted serve --host ADDR` listened on ADDR but announced http://127.0.0.1:PORT/v1
+    (and told to set LLM_BASE_URL to it), where nothing listened: every run it was tried with
+    failed, 'cannot reach 127.0.0.1'. 127.0.0.2 is this machine's too (all of 127/8 is loopback),
+    yet not 127.0.0.1. Now the URL it prints is where it listens (127.0.0.1 for 0.0.0.0)."""
+    import subprocess
+
+    import httpx
+
+    proc = subprocess.Popen(
+        ["tether", "scripted", "serve", "--host", "127.0.0.2", "--port", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = (proc.stdout.readline() if proc.stdout else "").strip().rsplit(" ", 1)[-1]
+        assert url.startswith("http://127.0.0.2:") and url.endswith("/v1"), url
+        assert httpx.get(url + "/models").json()["object"] == "list"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -746,7 +746,9 @@ class ScriptedServer:
 
     @property
     def root_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        """Where it listens (``--host 127.0.0.2``: there, not 127.0.0.1); on every address, loopback's."""
+        host = str(self._server.server_address[0])
+        return f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{self.port}"
 
     @property
     def base_url(self) -> str:
