@@ -124,7 +124,7 @@ def test_a_decision_reads_the_runs_files_while_the_server_answers_others(
         assert more[-1]["result"]["status"] == "completed"
 
 
-@pytest.mark.parametrize("route", ["session", "runs", "run", "transcript"])
+@pytest.mark.parametrize("route", ["session", "runs", "run", "transcript", "sessions", "feedback"])
 def test_reading_a_sessions_runs_holds_no_other_request(
     served: Any, monkeypatch: pytest.MonkeyPatch, route: str
 ) -> None:
@@ -142,12 +142,34 @@ def test_reading_a_sessions_runs_holds_no_other_request(
             "runs": "/v1/runs",
             "run": f"/v1/runs/{run_id}",
             "transcript": f"/v1/runs/{run_id}/transcript",
+            "sessions": "/v1/sessions",  # a user's sessions and feedback: all read, then cut to the limit
+            "feedback": "/v1/feedback",
         }[route]
-        store = s.app.state.core.manager.runs
+        if route in ("sessions", "feedback"):
+            assert c.post(f"/v1/messages/{send(c, sid, 'thanks')['message_id']}/feedback", json={"score": "up"})
+            store = _Listing(s.app.state.core.store, route)
+        else:
+            store = s.app.state.core.manager.runs
         r = _answered_meanwhile(s, monkeypatch, store, lambda other: other.get(path))
         assert r.status_code == 200, r.text
-        shown = "timed out" if route == "transcript" else "completed"  # the answer, or the run's status
-        assert run_id in r.text and shown in r.text, r.text
+        shown = {"transcript": "timed out", "sessions": sid, "feedback": '"up"'}.get(route, "completed")
+        assert shown in r.text and (run_id in r.text or route in ("sessions", "feedback")), r.text
+
+
+class _Listing:
+    """A server store whose ``sessions`` or ``feedback`` is its ``load`` (what
+    :func:`_answered_meanwhile` holds)."""
+
+    def __init__(self, store: Any, what: str) -> None:
+        self.store, self.what = store, what
+
+    @property
+    def load(self) -> Any:
+        return getattr(self.store, self.what)
+
+    @load.setter
+    def load(self, held: Any) -> None:
+        setattr(self.store, self.what, held)
 
 
 def test_a_run_cut_by_a_kill_ends_its_stream_with_a_done_that_says_so_after_the_restart(

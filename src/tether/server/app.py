@@ -1069,7 +1069,10 @@ def _session_routes(app: FastAPI, core: Core) -> None:
 
     @app.get("/v1/sessions", summary="The caller's sessions, newest first")
     async def sessions(user: User, limit: Limit = 100) -> dict[str, Any]:
-        return {"sessions": [s.public() for s in core.store.sessions(user)[:limit]]}
+        # All of the caller's, newest first, then cut: a user with 50,000 sessions is 0.8 s of reading,
+        # off the event loop (on it, every other request and stream of the server waited).
+        listed = await asyncio.to_thread(lambda: [s.public() for s in core.store.sessions(user)[:limit]])
+        return {"sessions": listed}
 
     @app.get("/v1/sessions/{session_id}", summary="A session and its turns (message, run, status)")
     async def session(session_id: str, user: User) -> dict[str, Any]:
@@ -1515,7 +1518,7 @@ def _feedback_routes(app: FastAPI, core: Core) -> None:
 
     @app.get("/v1/feedback", summary="The caller's feedback, newest first")
     async def feedback_list(user: User, limit: Limit = 100) -> dict[str, Any]:
-        return {"feedback": [f.public() for f in core.store.feedback(user)[:limit]]}
+        return {"feedback": await asyncio.to_thread(lambda: [f.public() for f in core.store.feedback(user)[:limit]])}
 
 
 def _connectors(core: Core, agent: str) -> list[Any]:
