@@ -265,3 +265,16 @@ def test_an_overflow_a_calls_arguments_cause_names_the_arguments_not_a_small_out
     reason = result.reason or ""
     assert result.status == "failed" and "the arguments the model wrote for its call to save" in reason, reason
     assert "Ask for less in one call" in reason and "ToolOutputTrimmer" not in reason, reason
+
+
+def test_a_fallback_that_cannot_be_resolved_is_named_as_the_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fallback (perhaps from the config file's ``fallback_models``) whose key is not set refused
+    the run with "ANTHROPIC_API_KEY is not set" alone, while the person ran an OpenAI model: now
+    the error says which entry asked for that key."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    agent = Agent(FunctionModel(billed), fallback_models=["anthropic/claude-haiku-4-5"])
+    with pytest.raises(
+        ConfigError, match=r"^fallback_models: anthropic/claude-haiku-4-5: ANTHROPIC_API_KEY is not set"
+    ):
+        collect(agent)

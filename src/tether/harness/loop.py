@@ -66,7 +66,14 @@ _log = logging.getLogger("tether")
 
 def _candidate(agent: Agent, model: Any, primary: bool) -> Candidate:
     if isinstance(model, str):
-        resolved = resolve_provider(model, agent.settings)
+        try:
+            resolved = resolve_provider(model, agent.settings)
+        except ConfigError as exc:
+            if primary:
+                raise
+            # A fallback (maybe from the config file's fallback_models) the person did not think of
+            # as needing a key: say which entry asked for it.
+            raise ConfigError(f"fallback_models: {model}: {exc}") from exc
         provider, model_id, name = resolved.provider, resolved.model_id, resolved.name
     elif hasattr(model, "complete") or hasattr(model, "stream"):
         provider = model
