@@ -240,6 +240,7 @@ def test_a_worker_killed_while_the_answer_streamed_does_not_leave_the_client_the
         assert child.returncode == -9, child.stderr[-2000:]
         assert worker.drive("r_cut") == "driven"  # RabbitMQ's redelivery
         events = [(kind, json.loads(data)) for _, kind, data in jobs.events_after("r_cut", 0)]
+        assert worker.runs.load("r_cut").cost_unknown_usd > 0  # the lost reply is counted, as the docs say
     finally:
         worker.close()
     kinds = [kind for kind, _ in events]
