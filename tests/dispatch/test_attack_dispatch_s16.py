@@ -411,3 +411,29 @@ def test_a_result_kept_with_its_intent_is_saved_in_postgres_too(pg_url: str) -> 
     assert result.status == "completed"
     assert [(m.call_id, m.status, m.text) for m in seen] == [("c2", "ok", "posted 2")]
     assert [m.call_id for m in store.load("run_p").messages if isinstance(m, ToolMessage)] == ["c1", "c2"]
+
+
+def test_a_tool_that_returns_an_exception_instead_of_raising_it_fails_its_call() -> None:
+    """A tool that returns an exception (here tether's own ``RunCancelled``) rather than raising
+    it fails its call, in words, like any exception: it neither stops the run nor fails it."""
+    from tether.errors import RunCancelled
+
+    class Ask:
+        name, description, input_schema = "ask", "Ask.", {"type": "object"}
+        read_only, needs_approval = True, False
+
+        async def execute(self, args: dict[str, Any], ctx: Any) -> Any:
+            return RunCancelled("a question")
+
+    def model(messages: list[Any], request: Any) -> Reply:
+        return (
+            Reply(text="done")
+            if any(isinstance(m, ToolMessage) for m in messages)
+            else Reply(calls=(("a1", "ask", {}),))
+        )
+
+    state = RunState()
+    result = run_sync(Agent(FunctionModel(model), tools=[Ask()]), "ask", state=state)
+    assert (result.status, result.output) == ("completed", "done")
+    (answer,) = [m for m in state.messages if isinstance(m, ToolMessage)]
+    assert answer.status == "error" and "a question" in answer.text

@@ -820,7 +820,8 @@ class _InOrder:
         is told), so a crash meanwhile leaves it finished, not of unknown outcome."""
         call = self.batch[item.index]
         intent = self.rc.state.intents.get(call.id)
-        settled = _plain(self.rc, call, item.value)
+        held = isinstance(item.value, ToolInterrupt | RunCancelled)  # a person or Stop holds it: pending
+        settled = None if held else _plain(self.rc, call, item.value)
         if intent is None or settled is None:
             return
         message = _message(self.rc, call, *settled, None)
@@ -960,9 +961,9 @@ def _outcome(
 
 def _plain(rc: RunContext, call: ToolCallPart, value: Any) -> tuple[str | ToolResult, ToolResultStatus] | None:
     """The call's result and status when what its work ended with ends nothing else (a result, or
-    a failure that is only the call's); None for a stop (a policy's, a person's, Stop's, or a
-    failure that ends the run)."""
-    if isinstance(value, Stop | _Begun | ToolInterrupt | RunCancelled):
+    a failure that is only the call's); None for a stop (a policy's, or a failure that ends the
+    run)."""
+    if isinstance(value, Stop | _Begun):
         return None
     if isinstance(value, Exception):
         return None if rc.agent.tool_errors_are_fatal else (_error_text(rc, call, value), "error")
