@@ -278,3 +278,17 @@ def test_a_fallback_that_cannot_be_resolved_is_named_as_the_fallback(monkeypatch
         ConfigError, match=r"^fallback_models: anthropic/claude-haiku-4-5: ANTHROPIC_API_KEY is not set"
     ):
         collect(agent)
+
+
+def test_an_unpriced_classifier_model_is_told_the_fix_that_works_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A guardrail's classifier on a model of its own is neither the primary nor a fallback: it was
+    told to pass ``Agent(price=...)``, which prices the primary only. Now ``Agent(prices=...)``."""
+    from tether.guardrails import Guardrail, ModelClassifier
+
+    monkeypatch.setenv("OPENAI_API_KEY", "not-a-real-key")
+    guard = Guardrail(ModelClassifier("be kind", model="openai/gpt-unknown-9"), stages=("input",))
+    model = FunctionModel(billed, price=PRICE)
+    result = collect(Agent(model, middleware=[guard], max_budget_usd=1.0))[-1].result
+    reason = result.reason or ""
+    assert result.status == "failed" and model.requests == [], reason
+    assert "Agent(prices={'openai/gpt-unknown-9': Price(" in reason and "fallback" not in reason, reason

@@ -65,11 +65,13 @@ _log = logging.getLogger("tether")
 
 
 def _candidate(agent: Agent, model: Any, primary: bool) -> Candidate:
+    # Not the primary: a fallback, or another model the run calls (a guardrail's classifier).
+    fallback = not primary and any(m is model or m == model for m in agent.fallback_models)
     if isinstance(model, str):
         try:
             resolved = resolve_provider(model, agent.settings)
         except ConfigError as exc:
-            if primary:
+            if not fallback:
                 raise
             # A fallback (maybe from the config file's fallback_models) the person did not think of
             # as needing a key: say which entry asked for it.
@@ -79,23 +81,23 @@ def _candidate(agent: Agent, model: Any, primary: bool) -> Candidate:
         provider = model
         model_id, name = instance_model(provider)
     else:
-        where = "model" if primary else "fallback_models"
+        where = "fallback_models" if fallback else "model"
         raise ConfigError(f"{where}: {model!r} is neither a model string (provider/model) nor a Provider")
     overrides = dict(getattr(agent.settings, "prices", None) or {}) | dict(agent.prices)
     price = (agent.price if primary else None) or getattr(provider, "price", None) or lookup_price(name, overrides)
     if agent.max_budget_usd is not None and price is None:
-        raise ConfigError(_unknown_price(name, primary))
+        raise ConfigError(_unknown_price(name, primary, fallback))
     return Candidate(provider, model_id, name, price)
 
 
-def _unknown_price(name: str, primary: bool) -> str:
+def _unknown_price(name: str, primary: bool, fallback: bool) -> str:
     """Why a budget cannot be kept with ``name``, and the fix that works for it: ``Agent(price=...)``
     prices the primary model only, so a fallback's is given in ``Agent(prices=...)`` (told to pass
     ``price=``, a person who had passed it got the same error again); a name one typo away from a
     model the catalog prices is named."""
     import difflib
 
-    role = "" if primary else "the fallback model "
+    role = "the fallback model " if fallback else ""
     code = (
         "Agent(price=Price(input=..., output=...))"
         if primary
