@@ -296,8 +296,9 @@ def _overflow_reason(rc: RunContext, exc: ContextOverflowError) -> str:
     sizes = [(message_tokens(m, count), True, m.name) for m in messages[last + 1 :] if isinstance(m, ToolMessage)]
     # The latest reply's calls are kept too: a call whose arguments fill the window (a long file
     # written in one call) was taken for its few-token result, and the advice was to trim outputs.
-    calls = messages[last].tool_calls if last >= 0 and isinstance(messages[last], AssistantMessage) else ()
-    sizes += [(count(c.arguments), False, c.name) for c in calls]
+    reply = messages[last] if last >= 0 else None
+    if isinstance(reply, AssistantMessage):
+        sizes += [(count(c.arguments), False, c.name) for c in reply.tool_calls]
     window = context_window(rc)
     of = f" (this one holds {window} tokens)" if window else ""
     reason = f"{exc}; it still did not fit after compacting what could be compacted"
