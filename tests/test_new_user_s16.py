@@ -56,20 +56,29 @@ def test_a_provider_built_in_code_with_its_key_asks_for_the_model_it_was_given()
         assert result.status == "completed", result.reason
 
 
-def test_a_plain_function_or_a_lone_tool_in_tools_is_refused_saying_what_to_write() -> None:
-    # The commonest first mistake (Pydantic AI takes plain functions): it raised AttributeError
-    # "'function' object has no attribute 'name'" from inside the loop, and tools=weather raised
-    # "'FunctionTool' object is not iterable".
-    import pytest
-
+def test_a_plain_function_in_tools_is_a_tool_and_a_lone_tool_is_refused_saying_what_to_write() -> None:
+    # The commonest first mistake (Pydantic AI and LangChain take plain functions): it raised
+    # AttributeError "'function' object has no attribute 'name'" from inside the loop; it is now
+    # a tool as @tool makes it. tools=weather raised "'FunctionTool' object is not iterable".
     from tether.errors import ConfigError
+
+    calls: list[str] = []
 
     def weather(city: str) -> str:
         """Today's forecast for a city."""
+        calls.append(city)
         return f"sunny in {city}"
 
-    with pytest.raises(ConfigError, match=r"weather is a plain function: decorate it with @tool"):
-        run_sync(Agent("scripted/hello", tools=[weather]), "hi")
+    def model(messages: list, request: object) -> object:
+        if messages[-1].role == "user":
+            assert [t.name for t in request.tools] == ["weather"], request.tools  # type: ignore[attr-defined]
+            return call("c1", "weather", {"city": "Lyon"})
+        return str(messages[-1].content[0].text)
+
+    agent = Agent(FunctionModel(model), tools=[weather])
+    assert agent.tools[0].description == "Today's forecast for a city."
+    result = run_sync(agent, "weather?")
+    assert (result.status, result.output, calls) == ("completed", "sunny in Lyon", ["Lyon"])
     with pytest.raises(ConfigError, match=r"tools is a list of tools: write tools=\[weather\]"):
         run_sync(Agent("scripted/hello", tools=tool(weather)), "hi")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"tools\[1\] \('sunny'\) is not a tool"):

@@ -70,8 +70,8 @@ class Agent:
     default 50; None: no limit), ``max_budget_usd`` (dollars per run, never exceeded; None: no
     budget; a model without a known price needs ``price``), ``fallback_models`` and ``retry``
     (:class:`~tether.harness.retry.RetryPolicy`), ``output_type`` (a pydantic model the answer is
-    validated into), ``middleware`` (guardrails, ``LoopGuard``, limits) and ``extensions``
-    (memory, skills, a knowledge base, MCP servers). Everything is checked when a run starts: a
+    validated into), ``middleware`` (checks on what goes in and comes out, ``LoopGuard``, limits)
+    and ``extensions`` (layers that bring tools and instructions of their own). Everything is checked when a run starts: a
     setting that cannot work is a :class:`~tether.errors.ConfigError` before anything is sent."""
 
     model: str | Provider
@@ -134,6 +134,13 @@ class Agent:
     output_retries: int = 2  # corrections sent back for an answer that does not match, then `failed`
     description: str = ""  # what the agent is for, in a line (shown by `tether serve`'s page and API)
 
+    def __post_init__(self) -> None:
+        # A plain function in tools is a tool as @tool makes it (Pydantic AI and LangChain take them
+        # so): its name, its docstring, its parameters' types. @tool(read_only=True) or
+        # @tool(needs_approval=True) say more about how it may run.
+        if isinstance(self.tools, list | tuple):
+            self.tools = [_as_tool(t) for t in self.tools]
+
     def as_tool(self, name: str, description: str, *, max_depth: int = 4) -> Any:
         """This agent as a tool another agent can call (see tether.harness.subagent). A call that
         would start a run ``max_depth`` levels of delegation deep is refused, in words."""
@@ -165,8 +172,8 @@ class Agent:
 
 
 def _listed_tools(tools: Any) -> list[Any]:
-    """``Agent.tools`` as a list of tools, or a ConfigError that says what to write instead (a plain
-    function, the commonest first mistake, failed deep in the loop with an AttributeError)."""
+    """``Agent.tools`` as a list of tools, or a ConfigError that says what to write instead (a lone
+    tool, or something that is not one, failed deep in the loop with an AttributeError)."""
     from tether.errors import ConfigError
 
     if (
@@ -181,17 +188,24 @@ def _listed_tools(tools: Any) -> list[Any]:
     for i, t in enumerate(listed):
         if hasattr(t, "execute") and hasattr(t, "name"):
             continue
-        name = getattr(t, "__name__", None)
-        if callable(t) and isinstance(name, str):
-            raise ConfigError(
-                f"tools[{i}]: {name} is a plain function: decorate it with @tool (from tether import tool), "
-                f"or pass tool({name}); @tool(read_only=True) or @tool(needs_approval=True) say how it may run"
-            )
         raise ConfigError(
             f"tools[{i}] ({t!r:.60}) is not a tool: give a function decorated with @tool, or an object with "
             "name, description, input_schema and execute(input, ctx) (tether.Tool)"
         )
     return listed
+
+
+def _as_tool(item: Any) -> Any:
+    """``item`` as a tool: a plain function (or method) becomes one as ``@tool`` makes it."""
+    import inspect
+
+    if hasattr(item, "execute") and hasattr(item, "name"):
+        return item
+    if inspect.isfunction(item) or inspect.ismethod(item):
+        from tether.tools.base import tool
+
+        return tool(item)
+    return item  # tool_map says what is wrong with it
 
 
 def _defined_by(tool: Any) -> str:
