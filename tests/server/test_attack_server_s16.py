@@ -320,3 +320,27 @@ def test_a_number_too_long_to_read_is_refused_in_words_a_client_can_use(served: 
         message = r.json()["error"]["message"]
         assert "sys." not in message and "4,300 digits" in message and "as a string" in message, message
         assert c.get(f"/v1/sessions/{sid}").json()["turns"] == []  # nothing was sent
+
+
+def test_a_run_live_in_another_process_is_not_ended_by_a_server_that_starts(tmp_path: Path) -> None:
+    """A server that starts ends the runs a kill left live (their start records are still there).
+    A run another process holds right now (a second server on the same home, a run process still
+    stopping) is not cut: a done added to its log would take the id its own next event gets, and
+    a replay would then skip that event. It is ended at a later start, once nothing holds it."""
+    from tests.server.test_restart import _manager
+    from tether.harness.state import RunState
+    from tether.harness.store import RunStore
+    from tether.server.events import EventLog
+
+    manager = _manager(tmp_path)
+    manager.accept("run_held", "scan")
+    manager.runs.save(RunState(run_id="run_held"))  # saved running, as a live run is
+    log = EventLog.load(manager.log_path("run_held"))
+    log.append("started", {"type": "started", "run_id": "run_held"})
+    log.close()
+    with RunStore(tmp_path / "runs").lock("run_held"):  # held by another process's store
+        assert manager.end_cut_runs() == 0
+        assert [kind for _, kind, _ in EventLog.load(manager.log_path("run_held")).items] == ["started"]
+    assert manager.end_cut_runs() == 1
+    last = EventLog.load(manager.log_path("run_held")).items[-1]
+    assert last[1] == "done" and "the server stopped while this run was running" in last[2]

@@ -760,6 +760,8 @@ class RunManager:
             try:
                 # No stream to end (or a pruned one), or one that has its end: nothing to add.
                 if log.items and not (log.last_id > began_after and log.items[-1][1] == "done"):
+                    if self._held_elsewhere(run_id):  # live in another process (a second server on
+                        continue  # this home): its own events go on in the log, numbered by it
                     log.append("done", for_clients(self._cut_done(run_id), self.home))
                     ended += 1
                 if self.runs.exists(run_id):  # its record is not read again (a resume notes it anew)
@@ -771,6 +773,10 @@ class RunManager:
             finally:
                 log.close()
         return ended
+
+    def _held_elsewhere(self, run_id: str) -> bool:
+        held = getattr(self.runs, "held", None)  # a run store on this machine's files can say
+        return bool(held(run_id)) if held is not None else False
 
     def _cut_done(self, run_id: str) -> dict[str, Any]:
         """The ``done`` of a run the server's stop cut, as of its last save."""
