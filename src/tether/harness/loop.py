@@ -65,7 +65,7 @@ _log = logging.getLogger("tether")
 
 
 def _candidate(agent: Agent, model: Any, primary: bool) -> Candidate:
-    # Not the primary: a fallback, or another model the run calls (a guardrail's classifier).
+    # Not the primary: a fallback, or another model the run calls (a middleware's own classifier).
     fallback = not primary and any(m is model or m == model for m in agent.fallback_models)
     if isinstance(model, str):
         try:
