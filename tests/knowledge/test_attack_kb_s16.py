@@ -14,6 +14,7 @@ import pytest
 
 from tether.knowledge import HashingEmbedder, KnowledgeBase, SqliteKnowledgeStore
 from tether.knowledge.base import MAX_FRONTIER
+from tether.knowledge.readers import IGNORED
 
 
 def _stock_sqlite(kb: KnowledgeBase, limit: int) -> None:
@@ -177,3 +178,23 @@ def test_the_graph_walk_goes_on_from_its_best_entities_not_from_every_one_a_hub_
         assert "PN-07-0150" in result.hits[0].chunk.text, mode
         assert "valves" in result.entities
         assert max(asked) <= MAX_FRONTIER, (mode, asked)
+
+
+def test_a_deeper_ignore_file_takes_back_what_a_higher_one_ignored_as_git_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The top .gitignore says *.txt, docs/.gitignore says !manual.txt: git tracks docs/manual.txt
+    # (a lower file overrides a higher one) and ripgrep searches it, but kb add passed it over as
+    # ignored: any ignore file's match ignored it, whatever a deeper one said.
+    monkeypatch.chdir(tmp_path)
+    repo = tmp_path / "repo"
+    (repo / "docs" / "old").mkdir(parents=True)
+    (repo / ".gitignore").write_text("*.txt\n")
+    (repo / "docs" / ".gitignore").write_text("!manual.txt\n")
+    (repo / "docs" / "old" / ".gitignore").write_text("manual.txt\n")
+    for where in ("notes.txt", "docs/manual.txt", "docs/draft.txt", "docs/old/manual.txt"):
+        (repo / where).write_text(f"The MANUALWORD text of {where}.\n")
+    kb = KnowledgeBase.open(":memory:")
+    report = kb.add_path(repo)
+    assert report.added == ["repo/docs/manual.txt"], report
+    assert report.passed_over == {IGNORED: 3}

@@ -412,5 +412,12 @@ def _pattern_ok(pathspec: Any, line: str) -> bool:
 
 
 def _ignored(specs: list[tuple[Path, Any]], path: Path, is_dir: bool) -> bool:
+    """Whether the ignore files above ``path`` keep it out: the deepest one with a rule that matches
+    it decides, as in git (a higher ``*.txt`` is taken back by a lower ``!manual.txt``; any file's
+    match kept it out)."""
     suffix = "/" if is_dir else ""
-    return any(spec.match_file(path.relative_to(base).as_posix() + suffix) for base, spec in specs)
+    for base, spec in reversed(specs):
+        include = spec.check_file(path.relative_to(base).as_posix() + suffix).include
+        if include is not None:
+            return bool(include)
+    return False
