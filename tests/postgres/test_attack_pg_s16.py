@@ -439,3 +439,45 @@ def test_a_memory_write_whose_connection_is_killed_is_made_again(pg_url: str) ->
     told = [m.text for m in state.messages if isinstance(m, ToolMessage)]
     assert told and told[0].startswith("Saved to notes."), told
     assert memory.store("notes").entries() == ["The user drinks tea.", "The user's name is Ana."]
+
+
+# --- a node's streams ---------------------------------------------------------------------------------
+
+
+def test_a_node_reads_a_streams_events_off_its_event_loop(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node follows each stream of a run on a worker by reading ``tether_events`` and
+    ``tether_jobs``. It read them on its event loop: with the database slow or away (the pool
+    waits 30 s for a connection), one stream's read held the node's every other stream, request
+    and /healthz that long. Now the reads are made off the loop: while one waits, the loop goes on."""
+    import asyncio
+
+    from tether.dispatch.jobs import Jobs
+    from tether.dispatch.remote import RemoteRuns
+    from tether.postgres.db import database
+
+    jobs = Jobs(database(pg_url))
+    jobs.enqueue(run_id="r_node", session_id="s_node", owner="local", agent="a", kind="start", prompt="hi", chosen={})
+    jobs.finish("r_node")
+    ticked = threading.Event()
+    waited: list[bool] = []
+    read = jobs.events_after
+
+    def slow_read(*args: Any) -> Any:  # the database slow: this read waits until the loop has moved on
+        if not waited:
+            waited.append(ticked.wait(30))  # a hang guard: the loop ticks at once, unless this holds it
+        return read(*args)
+
+    monkeypatch.setattr(jobs, "events_after", slow_read)
+    runs = RemoteRuns(jobs=jobs, runs=None, sessions=None, dispatcher=None)  # type: ignore[arg-type]
+
+    async def go() -> None:
+        async def tick() -> None:
+            await asyncio.sleep(0)
+            ticked.set()
+
+        ticking = asyncio.ensure_future(tick())
+        assert [batch async for batch in runs.log("r_node").follow(0)] == []
+        await ticking
+
+    asyncio.run(go())
+    assert waited == [True]

@@ -261,11 +261,14 @@ class RemoteLog:
     async def follow(
         self, after: int, *, keepalive_s: float = 15.0
     ) -> AsyncIterator[list[tuple[int, str, str]] | None]:
+        # Every read of the tables is made off the event loop: a database slow or away (the pool waits
+        # 30 s for a connection) held the node's every stream, request and /healthz meanwhile.
+        jobs = self.runs.jobs
         i = max(0, after)
         quiet = 0.0
         last_kind: str | None = None
         while True:
-            batch = self.runs.jobs.events_after(self.run_id, i)
+            batch = await asyncio.to_thread(jobs.events_after, self.run_id, i)
             if batch:
                 i, last_kind = batch[-1][0], batch[-1][1]
                 yield batch
@@ -273,11 +276,11 @@ class RemoteLog:
                 if len(batch) >= 500:
                     continue
             if last_kind is None:
-                last_kind = self.runs.jobs.last_event(self.run_id)[1] if i else None
-            job = self.runs.jobs.get(self.run_id)
+                last_kind = (await asyncio.to_thread(jobs.last_event, self.run_id))[1] if i else None
+            job = await asyncio.to_thread(jobs.get, self.run_id)
             if job is None or not job.live:
                 # Over: unless events were written between the read above and the job's end.
-                if not self.runs.jobs.events_after(self.run_id, i, 1):
+                if not await asyncio.to_thread(jobs.events_after, self.run_id, i, 1):
                     return
                 continue
             if self.runs.closing:  # this node is stopping: the client reconnects to another
