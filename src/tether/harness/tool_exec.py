@@ -826,7 +826,7 @@ class _InOrder:
             return
         message = _message(self.rc, call, *settled, None)
         size = len(dump_message(message))
-        if sum(self.kept.values()) + size > _KEPT_MAX:  # it waits in memory, as a result in hand does
+        if sum(self.kept.values()) + size > _KEPT_MAX:  # it waits in the process, as a result in hand does
             return
         intent.landed, self.kept[item.index] = message, size
         self.unsaved = True
