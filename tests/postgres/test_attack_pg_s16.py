@@ -481,3 +481,43 @@ def test_a_node_reads_a_streams_events_off_its_event_loop(pg_url: str, monkeypat
 
     asyncio.run(go())
     assert waited == [True]
+
+
+def test_a_node_asks_whether_a_sessions_run_is_over_off_its_event_loop(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for the question a message to a busy session asks (``settled``): it read the job
+    on the node's event loop."""
+    import asyncio
+
+    from tether.dispatch.jobs import Jobs
+    from tether.dispatch.remote import RemoteRuns
+    from tether.postgres.db import database
+
+    jobs = Jobs(database(pg_url))
+    jobs.enqueue(run_id="r_busy", session_id="s_busy", owner="local", agent="a", kind="start", prompt="hi", chosen={})
+    jobs.finish("r_busy")
+    ticked = threading.Event()
+    waited: list[bool] = []
+    get = jobs.get
+
+    def slow_get(run_id: str) -> Any:
+        if not waited:
+            waited.append(ticked.wait(30))  # a hang guard: the loop ticks at once, unless this holds it
+        return get(run_id)
+
+    monkeypatch.setattr(jobs, "get", slow_get)
+    runs = RemoteRuns(jobs=jobs, runs=None, sessions=None, dispatcher=None)  # type: ignore[arg-type]
+
+    async def go() -> bool:
+        async def tick() -> None:
+            await asyncio.sleep(0)
+            ticked.set()
+
+        ticking = asyncio.ensure_future(tick())
+        over = await runs.settled("r_busy")
+        await ticking
+        return over
+
+    assert asyncio.run(go()) is True
+    assert waited == [True]

@@ -224,18 +224,21 @@ class RemoteRuns:
 
     async def wait_ended(self, run_id: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        while self.is_live(run_id) and time.monotonic() < deadline:
+        while await asyncio.to_thread(self.is_live, run_id) and time.monotonic() < deadline:
             await self.wait_for(run_id, min(self.poll_s, max(0.0, deadline - time.monotonic())))
 
     async def settled(self, run_id: str) -> bool:
-        """Whether the run is not live, after letting one whose ``done`` is written end its job."""
-        job = self.jobs.get(run_id)
+        """Whether the run is not live, after letting one whose ``done`` is written end its job
+        (the tables read off the event loop, as a stream's are)."""
+        job = await asyncio.to_thread(self.jobs.get, run_id)
         if job is None or not job.live:
             return True
-        self._redeliver_stale(job)  # else it could hold its session ("still answering") for ever
-        if self.jobs.last_event(run_id)[1] == "done":
+        await asyncio.to_thread(
+            self._redeliver_stale, job
+        )  # else it could hold its session ("still answering") for ever
+        if (await asyncio.to_thread(self.jobs.last_event, run_id))[1] == "done":
             await self.wait_ended(run_id, 5)
-        return not self.is_live(run_id)
+        return not await asyncio.to_thread(self.is_live, run_id)
 
     async def shutdown(self, grace_s: float = 10.0) -> None:
         self.closing = True  # the runs go on on the workers; only this node's streams end
