@@ -144,3 +144,19 @@ def test_a_bad_otlp_base_endpoint_is_shown_as_written_with_an_example_that_works
     message = str(refused.value)
     assert "not 'localhost:4318'" in message, message
     assert "such as http://127.0.0.1:4318 " in message and "/v1/traces/v1/traces" not in message, message
+
+
+def test_an_agent_whose_cwd_is_no_directory_is_refused_before_the_model_is_asked(tmp_path: Path) -> None:
+    # Agent(cwd="/nonexistent") ran: every file tool failed there and the run "completed" with an
+    # answer made of those failures, where `tether run --cwd` refuses the same directory.
+    from tether.errors import ConfigError
+
+    asked: list[object] = []
+    fm = FunctionModel(lambda messages, request: asked.append(request) or "done")
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x", encoding="utf-8")
+    for cwd in (tmp_path / "missing", a_file, str(tmp_path / "missing")):
+        with pytest.raises(ConfigError, match=r"is not a directory: the agent's file and shell tools work there"):
+            run_sync(Agent(fm, cwd=cwd), "list the files")
+    assert asked == []
+    assert run_sync(Agent(fm, cwd=tmp_path), "list the files").status == "completed"

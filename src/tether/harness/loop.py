@@ -139,6 +139,11 @@ def check_agent(agent: Agent, seen: set[int] | None = None) -> tuple[list[Candid
     each once, in ``seen``). Its models and tools, checked."""
     _check_limits(agent.max_budget_usd, agent.max_turns)
     _check_tokens(agent.max_tokens, agent.min_output_tokens)
+    if agent.cwd is not None and not Path(agent.cwd).is_dir():  # as `tether run --cwd` refuses it
+        raise ConfigError(
+            f"cwd {str(agent.cwd)!r} is not a directory: the agent's file and shell tools work there, and "
+            "every call would fail; create it, or give a directory that exists"
+        )
     check_first_token_timeout(agent.first_token_timeout_s)
     check_first_token_timeout(agent.reply_timeout_s, "reply_timeout_s")
     if not isinstance(agent.retry, RetryPolicy):  # read at the first error: refused before the first request
