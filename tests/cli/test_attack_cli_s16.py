@@ -150,3 +150,42 @@ def test_scripted_serve_announces_the_address_it_listens_on(env: dict[str, str])
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_stdout_on_a_full_disk_is_one_line_and_the_run_is_kept(env: dict[str, str], tmp_path: Path) -> None:
+    """`tether run ... > answer.txt` with the disk full (here /dev/full, where every write fails with
+    ENOSPC) printed Python's traceback, and the run was saved as cut by 'the caller stopped reading
+    the run's events'; `tether runs > list.txt` and the other listings printed a traceback too.
+    docs/cli.md: a problem of the machine is one line, not a traceback. Now the run stops as when
+    stdout's reader leaves (saved, resumable, the summary line and the resume hint on stderr) and
+    says stdout could not be written, exit code 1; a listing says it in one line, exit code 1."""
+    import subprocess
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with open("/dev/full", "w") as full:
+        run = subprocess.run(
+            ["tether", "run", "--model", "scripted/hello", "--cwd", str(workspace), "hi"],
+            env=env,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=60,
+        )
+        listings = [
+            subprocess.run(["tether", *argv], env=env, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+            for argv in (["runs"], ["runs", "--json"], ["show", "last"], ["config", "show"])
+        ]
+    assert run.returncode == 1, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    assert "stdout could not be written (No space left on device)" in run.stderr, run.stderr
+    assert "tether resume run_" in run.stderr
+    for out in listings:
+        assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+        assert out.stderr.startswith("tether: cannot write: No space left on device"), out.stderr
+    (row,) = json.loads(tether("runs", "--json", env=env).stdout)
+    assert row["status"] == "interrupted"  # kept, resumable
+    resumed = tether("resume", row["run_id"], env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.startswith("Hello!")

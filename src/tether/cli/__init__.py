@@ -260,3 +260,19 @@ def _main(argv: list[str] | None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # as a shell reports a command ended by SIGPIPE
+    except OSError as exc:
+        import errno
+        import os
+
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # A full disk (stdout a file there: `tether runs > list.txt`): one line, as during a run, not a traceback.
+        with contextlib.suppress(OSError, ValueError):  # what stdout still holds is not written at exit either
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(
+            f"tether: cannot write: {exc.strerror or exc}{where}; free some room (or raise the quota), then "
+            "run it again",
+            file=sys.stderr,
+        )
+        return 1

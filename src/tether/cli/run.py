@@ -538,11 +538,18 @@ def _drive(state: RunState, prompt: str | None, settings: Settings, *, json_out:
             if answered:  # some calls of the batch decided, not all: the run saves those decisions
                 asking = False  # as it stops again at once for the rest, which are not asked again
                 continue
+        if not printer.quiet and not printer.streamed and result.status == "completed" and result.text:
+            # An answer recorded but never shown (stdout failed, or its reader left, as it came), which
+            # this resume did not ask the model for again: shown now, as it would have streamed.
+            printer.out((shown(result.text, keep_newlines=True) if printer.tty else result.text) + "\n")
         printer.finish(result, state.model)
         if json_out:
             printer.out(result.model_dump_json(indent=2) + "\n")
         elif structured and result.typed:
             printer.out(json.dumps(result.output, indent=2, ensure_ascii=False) + "\n")
+        if printer.stdout_error is not None:  # the run is kept, resumable if it was cut: said above
+            print(f"tether: cannot write to stdout: {printer.stdout_error}", file=sys.stderr)
+            return 1
         return READER_GONE if printer.reader_gone else exit_code(result)
 
 
@@ -730,8 +737,10 @@ class Printer:
         self.quiet = quiet
         self.asking = asking
         self.text_open = False
+        self.streamed = False  # some of an answer was written to stdout
         self.cancel: CancelSignal | None = None  # the running part's Stop button
-        self.reader_gone = False  # stdout is a pipe whose reader left (`| head -1`)
+        self.reader_gone = False  # stdout is a pipe whose reader left (`| head -1`), or cannot be written
+        self.stdout_error: str | None = None  # ... why it cannot (a full disk)
         # At a terminal the streamed answer is escaped as `tether show` escapes it: the model's
         # text could otherwise set the title, write the clipboard or hide lines. A pipe gets it as is.
         self.tty = sys.stdout is not None and sys.stdout.isatty()
@@ -740,21 +749,31 @@ class Printer:
         """``text`` on stdout. When its reader has gone (`tether run ... | head -1`), the run stops as
         a Stop stops it, and what is left goes nowhere: the steps and the summary line still reach
         stderr, with the resume hint."""
+        import os
+
         if self.reader_gone:
             return
         try:
             sys.stdout.write(text)
             sys.stdout.flush()
         except BrokenPipeError:
-            import os
-
             self.reader_gone = True
             with contextlib.suppress(OSError, ValueError):  # the buffer's rest is never flushed to the pipe
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             if self.cancel is not None:
                 self.cancel.cancel(READER_LEFT)
         except OSError as exc:
-            self._closed_under(exc)
+            import errno
+
+            if exc.errno == errno.EIO:
+                self._closed_under(exc)
+            else:  # a file on a full disk (`> answer.txt`): the run stops as when the reader leaves
+                self.reader_gone = True
+                self.stdout_error = exc.strerror or str(exc)
+                with contextlib.suppress(OSError, ValueError):
+                    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                if self.cancel is not None:
+                    self.cancel.cancel(f"stdout could not be written ({self.stdout_error})")
 
     def _closed_under(self, exc: OSError) -> None:
         """A write to the terminal failed because it was closed (EIO): the SIGHUP it sends may not be
@@ -786,7 +805,7 @@ class Printer:
         if kind == "text_delta":
             if not self.quiet:
                 self.out(shown(event.text, keep_newlines=True) if self.tty else event.text)
-                self.text_open = True
+                self.text_open = self.streamed = True
         elif kind == "tool_start":
             self._err(f"-> {event.tool_name} {event.args}")
         elif kind == "tool_progress":
