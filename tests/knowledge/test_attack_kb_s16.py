@@ -107,6 +107,11 @@ def test_a_file_that_is_no_longer_text_is_gone_from_the_folder_and_sync_removes_
     (folder / "a.txt").write_text("The pump runs on STALEWORD now.\n")
     assert kb.add_path(folder, prune=True).added == ["docs/a.txt"]
     assert [h.citation for h in kb.search("STALEWORD", mode="keyword").hits] == ["docs/a.txt:1-1"]
+    # So it is for a file named on its own
+    (folder / "a.txt").write_bytes(b"\x00\x01\x02 binary again " * 100)
+    assert kb.add_path(folder / "a.txt").gone == ["docs/a.txt"]
+    assert kb.add_path(folder / "a.txt", prune=True).removed == ["docs/a.txt"]
+    assert kb.search("STALEWORD", mode="keyword").hits == []
 
 
 def test_an_identifier_wins_over_a_family_of_twins_that_share_its_words() -> None:

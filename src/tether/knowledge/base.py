@@ -345,8 +345,7 @@ class KnowledgeBase:
             # document: its earlier text stayed, --sync or not, and searches cited it.
             if len(report.skipped) == skipped or report.skipped[-1][1].startswith(CANNOT_READ):
                 held.append(file)
-        if folder is not None:
-            self._gone(root, held, [where for where, _ in unlisted], prune, report)
+        self._gone(root, held, [where for where, _ in unlisted], prune, report)  # a file named: itself
         if embed:
             self.fill_vectors()
         return report
@@ -391,8 +390,9 @@ class KnowledgeBase:
         return name
 
     def _gone(self, root: Path, files: list[Path], unlisted: list[Path], prune: bool, report: IngestReport) -> None:
-        """The documents once read from ``root`` whose files were not found now: listed as gone, or
-        removed with ``prune``. A file in a folder that could not be listed (its permissions, a
+        """The documents once read from ``root`` (a folder, or a file named on its own) whose files
+        were not found now, or not read for what they hold now: listed as gone, or removed with
+        ``prune``. A file in a folder that could not be listed (its permissions, a
         network mount gone) is not known to be gone: it is kept (``--sync`` removed it, where
         rsync --delete does not)."""
         seen = {str(f.resolve()) for f in files}
