@@ -71,8 +71,9 @@ class Agent:
     budget; a model without a known price needs ``price``), ``fallback_models`` and ``retry``
     (:class:`~tether.harness.retry.RetryPolicy`), ``output_type`` (a pydantic model the answer is
     validated into), ``middleware`` (checks on what goes in and comes out, ``LoopGuard``, limits)
-    and ``extensions`` (layers that bring tools and instructions of their own). Everything is checked when a run starts: a
-    setting that cannot work is a :class:`~tether.errors.ConfigError` before anything is sent."""
+    and ``extensions`` (layers that bring tools and instructions of their own). Everything is
+    checked when a run starts: a setting that cannot work is a :class:`~tether.errors.ConfigError`
+    before anything is sent."""
 
     model: str | Provider
     instructions: str = ""
