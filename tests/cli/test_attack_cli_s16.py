@@ -189,3 +189,30 @@ def test_stdout_on_a_full_disk_is_one_line_and_the_run_is_kept(env: dict[str, st
     resumed = tether("resume", row["run_id"], env=env)
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout.startswith("Hello!")
+
+
+def test_a_chat_whose_stdout_cannot_be_written_ends_instead_of_answering_into_nothing(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """`tether chat > log.txt` on a full disk: the first reply was cut (stdout could not be written),
+    then the chat went on and answered every next message into the null device, each run
+    'completed' and paid, none seen, exit code 0. Now the chat ends there, exit code 1, with the
+    cut run resumable; the next lines are never sent."""
+    import subprocess
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with open("/dev/full", "w") as full:
+        chat = subprocess.run(
+            ["tether", "chat", "--model", "scripted/hello", "--cwd", str(workspace)],
+            env=env,
+            input="hi\nagain\nthird\n",
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert chat.returncode == 1, chat.stderr
+    assert "stdout could not be written" in chat.stderr and "Traceback" not in chat.stderr, chat.stderr
+    runs = json.loads(tether("runs", "--json", env=env).stdout)
+    assert [(r["prompt"], r["status"]) for r in runs] == [("hi", "interrupted")]

@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from tether.cli.common import add_session_store_option, open_sessions, session_name
 from tether.cli.common import settings as load_settings
-from tether.cli.run import READER_GONE, add_agent_options, at_terminal, check_home, drive, is_utf8, overrides
+from tether.cli.run import (
+    READER_GONE,
+    STDOUT_FAILED,
+    add_agent_options,
+    at_terminal,
+    check_home,
+    drive,
+    is_utf8,
+    overrides,
+)
 from tether.cli.signals import TERMINATED, Terminated, ask, run_stoppable, sigterm_held, terminated
 
 if TYPE_CHECKING:
@@ -138,8 +147,8 @@ def _loop(chat: _Chat) -> int:
         # Approvals are asked at a terminal only: from a pipe the next line is the next message,
         # never an answer ("yes" would allow the call), and the run waits for `tether resume`.
         code = drive(state, message, chat.settings, json_out=False, asking=at_terminal(False))
-        if code == READER_GONE:
-            return code  # stdout's reader gone: the chat ends
+        if code == READER_GONE or str(getattr(state.interruption, "reason", "")).startswith(STDOUT_FAILED):
+            return code  # stdout's reader gone, or it cannot be written (a full disk): the chat ends (141, 1)
         if getattr(state.interruption, "reason", None) == TERMINATED or terminated():
             return 130  # stopped from outside (kill, a service manager), during the reply or at its question
 

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HUNG_UP",
+    "STDOUT_FAILED",
     "TERMINATED",
     "Terminated",
     "add_agent_options",
@@ -76,6 +77,8 @@ __all__ = [
 # The reason a run stopped by stdout's reader leaving (`tether run ... | head -1`), with the shell's code for SIGPIPE.
 READER_LEFT = "stdout was closed by its reader (a pipe such as | head)"
 READER_GONE = 141
+# ... by stdout that cannot be written (a file on a full disk); the command ends with exit code 1.
+STDOUT_FAILED = "stdout could not be written"
 
 DEFAULT_MAX_TURNS = 50  # tether.assembly.DEFAULT_MAX_TURNS, kept here for the help text (no import)
 
@@ -773,7 +776,7 @@ class Printer:
                 with contextlib.suppress(OSError, ValueError):
                     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
                 if self.cancel is not None:
-                    self.cancel.cancel(f"stdout could not be written ({self.stdout_error})")
+                    self.cancel.cancel(f"{STDOUT_FAILED} ({self.stdout_error})")
 
     def _closed_under(self, exc: OSError) -> None:
         """A write to the terminal failed because it was closed (EIO): the SIGHUP it sends may not be
