@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tether.errors import UserError
 from tether.knowledge import HashingEmbedder, KnowledgeBase, SqliteKnowledgeStore
 from tether.knowledge.base import MAX_FRONTIER
 from tether.knowledge.readers import IGNORED
@@ -203,3 +204,21 @@ def test_a_deeper_ignore_file_takes_back_what_a_higher_one_ignored_as_git_does(
     report = kb.add_path(repo)
     assert report.added == ["repo/docs/manual.txt"], report
     assert report.passed_over == {IGNORED: 3}
+
+
+def test_a_vector_search_before_the_vectors_are_made_says_to_fill_not_that_there_is_no_embedder() -> None:
+    # kb add --no-vectors (or --background still filling, or a fill stopped by a kill), then
+    # kb search --mode vector: "has no vectors (no embedder): use keyword or hybrid", though the base
+    # has its embedder, and all it lacks is tether kb fill.
+    kb = KnowledgeBase.open(":memory:", embedder=HashingEmbedder(64), name="manuals")
+    kb.add_text("a.md", "The pump is red.\n", embed=False)
+    with pytest.raises(UserError) as raised:
+        kb.search("pump", mode="vector")
+    said = str(raised.value)
+    assert "no embedder" not in said and "tether kb --name manuals fill" in said, said
+    kb.fill_vectors()
+    assert [h.citation for h in kb.search("pump", mode="vector").hits] == ["a.md:1-1"]
+    bare = KnowledgeBase.open(":memory:", name="plain")
+    bare.add_text("a.md", "The pump is red.\n")
+    with pytest.raises(UserError, match="no embedder"):
+        bare.search("pump", mode="vector")

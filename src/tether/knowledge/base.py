@@ -612,7 +612,14 @@ class KnowledgeBase:
         depth = max(50, 5 * k)
         can_embed = self._has_vectors()
         if mode == "vector" and not can_embed:
-            raise UserError(f"the knowledge base {self.name!r} has no vectors (no embedder): use keyword or hybrid")
+            if self.embedder is None:
+                raise UserError(f"the knowledge base {self.name!r} has no vectors (no embedder): use keyword or hybrid")
+            # Its embedder is there, the vectors not made yet (--no-vectors, a fill under way or
+            # stopped): "no embedder" sent people to rebuild a base that lacked only a fill.
+            raise UserError(
+                f"the knowledge base {self.name!r} has no vectors yet: tether kb --name {self.name} fill makes "
+                "them; keyword and hybrid search work meanwhile"
+            )
         note = self._coverage_note() if mode in ("vector", "hybrid", "hierarchical", "neighborhood") else ""
         entities: list[str] = []
         if mode == "exact":
