@@ -19,7 +19,8 @@ checks, in its own transaction with the run's row locked, that the lock is still
 connection. If it is not, the save takes it again, but only if no one else holds it and no one
 else has saved the run since this process last read or wrote it; otherwise it raises
 :class:`RunLockLost` and writes nothing, so a process that lost its run cannot record an intent
-and then act on it.
+and then act on it. Every write to a session the run holds is fenced the same way
+(:func:`fence_session`), checking also that no one else wrote the session meanwhile.
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@ locks the session's row, so appends from many processes or machines queue up: no
 with another or loses a message. A load repairs (law 1) and writes a repaired history back, under
 the same lock, only when there is something to repair; a row the repair drops (one that holds no
 message, or a tool result no call can pair with) is first copied, as it was, to
-``tether_session_damaged``, in the same transaction.
+``tether_session_damaged``, in the same transaction. A process that holds the session (a run's lock,
+or :meth:`PgSessionStore.hold`) checks in each write's transaction that it still does
+(:func:`tether.postgres.runs.fence_session`): one whose lock's connection ended while another
+process continued the conversation writes nothing into it.
 """
 
 from __future__ import annotations
