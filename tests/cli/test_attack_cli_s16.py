@@ -216,3 +216,33 @@ def test_a_chat_whose_stdout_cannot_be_written_ends_instead_of_answering_into_no
     assert "stdout could not be written" in chat.stderr and "Traceback" not in chat.stderr, chat.stderr
     runs = json.loads(tether("runs", "--json", env=env).stdout)
     assert [(r["prompt"], r["status"]) for r in runs] == [("hi", "interrupted")]
+
+
+_AFTER_THE_COMMAND = """
+import os, signal, sys
+sys.argv = ["tether", "run", "--model", "scripted/hello", "--cwd", sys.argv[1], "hi"]
+from tether.cli import main
+code = main()
+os.kill(os.getpid(), signal.SIGTERM)  # `kill` as the command ends: its run completed, its answer printed
+sys.exit(code)
+"""
+
+
+def test_sigterm_as_the_command_ends_keeps_its_exit_code(env: dict[str, str], tmp_path: Path) -> None:
+    """SIGTERM that came once `tether run` had completed and printed its summary, as the command
+    returned, raised Terminated outside every handler: a traceback and exit code 1 for a run that
+    completed (and during the interpreter's last 0.2 s, the signal's default: exit 143). Now the
+    command's exit code stands: the process leaves at once with it."""
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-c", _AFTER_THE_COMMAND, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("Hello!") and "[completed]" in out.stderr

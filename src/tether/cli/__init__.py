@@ -207,13 +207,52 @@ def _log_records_in_one_line() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the ``tether`` command with ``argv`` (default: the process's arguments); return the
     exit code. A usage or configuration error is one line on stderr and exit code 2; Ctrl-C, 130."""
+    code = _command(argv)
+    if argv is None:
+        _code_stands(code)
+    return code
+
+
+def _code_stands(code: int) -> None:
+    """The process's own command is over, its exit code decided: SIGTERM from here on ends the
+    process at once with that code (what it printed flushed first). Before, one that came as the
+    command returned raised Terminated outside every handler (a traceback, exit 1, after a run had
+    completed), and one during the interpreter's exit (its last collections: about 0.2 s after a
+    run) killed it by the signal's default (exit 143); there :func:`_sigterm_ignored_at_exit` holds."""
+    import os
+    import signal
+
+    def leave(signum: int, frame: Any) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):  # a closed or full stream: nothing more to save
+                stream.flush()
+        os._exit(code)
+
+    with contextlib.suppress(ValueError, OSError):  # not the main thread
+        signal.signal(signal.SIGTERM, leave)
+
+
+def _sigterm_ignored_at_exit() -> None:
+    """The last of the exit handlers (registered first): SIGTERM ignored for the interpreter's own
+    teardown, which resets a Python handler to the signal's default but leaves an ignored signal
+    ignored; the command's exit code stands (:func:`_code_stands`)."""
+    import signal
+
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _command(argv: list[str] | None) -> int:
     from tether.cli.signals import Terminated
 
     try:
         if argv is None:
+            import atexit
+
             from tether.cli.signals import stop_from_the_start
 
             stop_from_the_start()  # first: a SIGTERM while the command starts ends it in words
+            atexit.register(_sigterm_ignored_at_exit)  # before any other: it runs last
             _without_httpx_cli()
             _closed_streams_to_devnull()
             _log_records_in_one_line()
