@@ -222,3 +222,18 @@ def test_a_vector_search_before_the_vectors_are_made_says_to_fill_not_that_there
     bare.add_text("a.md", "The pump is red.\n")
     with pytest.raises(UserError, match="no embedder"):
         bare.search("pump", mode="vector")
+
+
+def test_an_identifier_written_with_a_typographic_hyphen_is_found_exactly() -> None:
+    # Word processors and the PDFs made from them write part numbers with non-breaking hyphens
+    # (FVAM\u20112050\u2011B): lookup_exact("FVAM-2050-B") said "no chunk contains 'FVAM-2050-B'
+    # exactly" of the data sheet that names it on every page, and hybrid search did not pin it.
+    kb = KnowledgeBase.open(":memory:")
+    kb.add_text("sheet.txt", "Page 3\nThe FVAM\u20112050\u2011B valve is rated PN16.\n")
+    kb.add_text("word.txt", "The FVAM\u20102050\u2010B body is brass.\n")
+    kb.add_text("twin.txt", "The FVAM-2050-C valve is rated PN25, the FVAM\u20112050\u2011BX PN40.\n")
+    kb.add_text("range.txt", "Kits FVAM-2050-B\u2013FVAM-2050-D fit.\n")
+    found = [h.citation for h in kb.search("FVAM-2050-B", mode="exact").hits]
+    assert sorted(found) == ["range.txt:1-1", "sheet.txt:1-2", "word.txt:1-1"]
+    assert [h.citation for h in kb.search("FVAM\u20112050\u2011B", mode="exact").hits] != []
+    assert kb.search("FVAM-2050-B rating", k=3).hits[0].citation in found

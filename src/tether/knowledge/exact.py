@@ -48,10 +48,18 @@ def identifiers(query: str) -> list[str]:
     return list(found.values())
 
 
+# A hyphen in an identifier as a word processor (and the PDF made from it) may write it: hyphen,
+# non-breaking hyphen, figure dash, en dash, minus. FVAM\u20112050\u2011B was not FVAM-2050-B.
+_DASH = "[\\-\u2010\u2011\u2012\u2013\u2212]"
+_JOINED = "[_\\-\u2010\u2011]"  # what would carry an identifier on past its edge (an en dash is a range's)
+
+
 @lru_cache(maxsize=256)
 def literal(token: str) -> re.Pattern[str]:
-    """The pattern of ``token`` standing alone: no letter, digit, ``_`` or ``-`` against either
-    side, and no ``.`` with a digit beyond it (``FVAM-2050-B.1`` is another part)."""
+    """The pattern of ``token`` standing alone: no letter, digit, ``_`` or hyphen against either
+    side, and no ``.`` with a digit beyond it (``FVAM-2050-B.1`` is another part). Its hyphens
+    match any of ``_DASH``."""
+    body = "".join(_DASH if re.fullmatch(_DASH, ch) else re.escape(ch) for ch in token)
     return re.compile(
-        f"(?<!{_WORD})(?<![_-])(?<!\\d\\.)" + re.escape(token) + f"(?!{_WORD})(?![_-])(?!\\.\\d)", re.IGNORECASE
+        f"(?<!{_WORD})(?<!{_JOINED})(?<!\\d\\.)" + body + f"(?!{_WORD})(?!{_JOINED})(?!\\.\\d)", re.IGNORECASE
     )
