@@ -20,6 +20,7 @@ import functools
 import inspect
 import json
 import queue
+import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -248,7 +249,8 @@ class FunctionTool:
 
         self.fn = fn
         self.name = name or fn.__name__
-        self.description = (description or inspect.getdoc(fn) or self.name).strip()
+        doc, said = _read_docstring(inspect.getdoc(fn))
+        self.description = (description or doc or self.name).strip()
         self.read_only = read_only
         self.needs_approval = needs_approval
         self.idempotent = idempotent
@@ -303,8 +305,10 @@ class FunctionTool:
         self._model = create_model(f"{self.name}_input", __config__=ConfigDict(extra="forbid"), **fields)
         schema = self._model.model_json_schema()
         schema.pop("title", None)
-        for prop in schema.get("properties", {}).values():
+        for pname, prop in schema.get("properties", {}).items():
             prop.pop("title", None)
+            if pname in said and "description" not in prop:  # the hint's own description comes first
+                prop["description"] = said[pname]
         self.input_schema: dict[str, Any] = schema
         self._is_async = inspect.iscoroutinefunction(fn)
 
@@ -455,6 +459,36 @@ _WORKERS = _DaemonWorkers()
 
 ToolFn = Callable[..., Any] | Callable[..., Awaitable[Any]]
 
+# A docstring with a section for its parameters: Google's (``Args:``), NumPy's (``Parameters`` over
+# a rule) or reST's (``:param city:``).
+_PARAMS_SECTION = re.compile(
+    r"^[ \t]*(?:(?:Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments)[ \t]*:[ \t]*$"
+    r"|Parameters[ \t]*\n[ \t]*-{3,}[ \t]*$|:param\s)",
+    re.MULTILINE,
+)
+
+
+def _read_docstring(doc: str | None) -> tuple[str | None, dict[str, str]]:
+    """A tool's description and each parameter's own words, from a docstring with a section for its
+    parameters (Google, NumPy or reST style, as the OpenAI Agents SDK and Pydantic AI read them):
+    the words go into the schema beside the parameter they describe, and the description keeps the
+    rest (what it returns too). ``(doc, {})`` for a docstring without one."""
+    if not doc or not _PARAMS_SECTION.search(doc):
+        return doc, {}
+    import docstring_parser
+
+    try:
+        parsed = docstring_parser.parse(doc)
+    except docstring_parser.ParseError:
+        return doc, {}
+    said = {p.arg_name: p.description.strip() for p in parsed.params if p.description and p.description.strip()}
+    if not said:
+        return doc, {}
+    text = (parsed.description or "").strip()
+    if parsed.returns is not None and parsed.returns.description:
+        text = f"{text}\n\nReturns: {parsed.returns.description.strip()}".strip()
+    return text or None, said
+
 
 @overload
 def tool(fn: ToolFn, /) -> FunctionTool: ...
@@ -489,10 +523,12 @@ def tool(
 ) -> FunctionTool | Callable[[ToolFn], FunctionTool]:
     """Make a tool from a function's type hints and docstring.
 
-    The whole docstring is the description the model reads (an ``Args:`` section in it is not
-    split into the schema); a parameter's own description and limits go in its hint,
-    ``city: Annotated[str, Field(description="...")]``, or its default, ``= Field(...)``. A
-    parameter annotated :class:`ToolContext` receives the run's context and is not offered.
+    The docstring is the description the model reads. A section for the parameters in it
+    (Google's ``Args:``, NumPy's ``Parameters``, reST's ``:param city:``) is split out: each
+    parameter's words go into the schema beside it. A parameter's description and limits may also
+    go in its hint, ``city: Annotated[str, Field(description="...")]`` (which wins over the
+    docstring's), or its default, ``= Field(...)``. A parameter annotated :class:`ToolContext`
+    receives the run's context and is not offered.
 
     ``@tool`` alone, or ``@tool(read_only=True)`` / ``@tool(needs_approval=True)``. A plain (not
     ``async``) function runs in a worker thread, so it cannot stall the loop; ``inline=True`` runs a
