@@ -63,8 +63,13 @@ def check_replacing(name: str, current: int | None, replacing: int | None) -> No
 SCHEMA_VERSION = 1
 BUSY_SECONDS = 30  # how long a write waits for another process's to end
 # The version of fts_text the full-text index holds (none: unicode61 on the raw text; 1: before
-# the vowel signs of Indic and Southeast Asian scripts were part of their words)
-FTS_WORDS = "2"
+# the vowel signs of Indic and Southeast Asian scripts were part of their words; 2: they were in
+# fts_text's words, but the table's tokenizer split at them, so its word counts, and BM25, were
+# not those of the words a store without FTS5 indexes)
+FTS_WORDS = "3"
+# Marks (M*) are word characters too: fts_text keeps only those a word needs (a vowel sign), and the
+# table must not split there.
+FTS_TOKENIZER = "unicode61 remove_diacritics 2 categories 'L* N* Co M*'"
 BM25_K1 = 1.2  # FTS5's bm25() constants; a store that computes BM25 itself uses these
 BM25_B = 0.75
 
@@ -261,6 +266,7 @@ def _writable(path: str) -> bool:
     return os.access(Path(path).parent, os.W_OK)
 
 
+_FTS_TABLE = f'CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(text, tokenize = "{FTS_TOKENIZER}");'
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS documents (
@@ -282,7 +288,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     vec BLOB
 );
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(text, tokenize = "unicode61 remove_diacritics 2");
+{FTS_TABLE}
 CREATE TABLE IF NOT EXISTS entities (
     id INTEGER PRIMARY KEY,
     key TEXT NOT NULL UNIQUE,
@@ -304,7 +310,7 @@ CREATE TABLE IF NOT EXISTS relations (
     PRIMARY KEY (a, b, kind, doc_id)
 );
 CREATE INDEX IF NOT EXISTS relations_b ON relations(b);
-"""
+""".replace("{FTS_TABLE}", _FTS_TABLE)
 
 
 @dataclass(frozen=True)
@@ -490,15 +496,18 @@ class SqliteKnowledgeStore:
         self._db.close()
 
     def _index_words_again(self) -> None:
-        """A base made before :func:`fts_text`: its chunks beyond ASCII indexed again, once. Not
-        waited for: a read-only file, or another process writing, leaves it to a later open."""
+        """A base made before :data:`FTS_WORDS`: its full-text index made again, once, in a table
+        with :data:`FTS_TOKENIZER` (a table's tokenizer is fixed when it is made). Not waited for:
+        a read-only file, or another process writing, leaves it to a later open."""
         self._db.execute("PRAGMA busy_timeout = 0")
         try:
             with self._tx() as db:
-                rows = db.execute(f"SELECT id, {self._INDEXED} FROM chunks")
-                again = [(cid, fts_text(t)) for cid, t in rows if not t.isascii()]  # ASCII is indexed as it was
-                db.executemany("DELETE FROM chunks_fts WHERE rowid = ?", [(cid,) for cid, _ in again])
-                db.executemany("INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)", again)
+                rows = db.execute(f"SELECT id, {self._INDEXED} FROM chunks").fetchall()
+                db.execute("DROP TABLE IF EXISTS chunks_fts")
+                db.execute(_FTS_TABLE)
+                db.executemany(
+                    "INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)", [(c, fts_text(t)) for c, t in rows]
+                )
                 db.execute(
                     "INSERT INTO meta (key, value) VALUES ('fts_words', ?) ON CONFLICT(key) DO UPDATE SET "
                     "value = excluded.value",
