@@ -10,15 +10,16 @@ sub-agent), and its failure is logged, never turned into a failed answer.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from tether.errors import RunCancelled
+from tether.errors import ConfigError, RunCancelled
 from tether.events import Guardrail as GuardrailEvent
-from tether.guardrails.core import Classifier, Verdict
+from tether.guardrails.core import _SCORE_SLACK, DEFAULT_TIMEOUT_S, Classifier, Verdict
 from tether.harness.agent import Stop
-from tether.harness.context import RunContext
+from tether.harness.context import RunContext, told
 from tether.harness.middleware import Middleware
 from tether.messages import AssistantMessage, Message, ToolMessage, UserMessage, text_of
 
@@ -50,20 +51,18 @@ class FollowUp(Middleware):
     min_score: float = 0.5
     name: str = "follow_up"
     statuses: frozenset[str] = field(default_factory=lambda: frozenset({"completed"}))
+    # As a Guardrail's: the answer is delivered, and a classifier that never answers must not hold
+    # the run open (no `done`, run_sync never returning); no verdict in time is no follow-up.
+    timeout_s: float | None = DEFAULT_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        if self.timeout_s is not None and not self.timeout_s > 0:  # NaN too
+            raise ConfigError(f"FollowUp {self.name!r}: timeout_s must be a number of seconds above 0, or None")
 
     async def after_agent(self, ctx: RunContext, status: str) -> Stop | None:
         if status not in self.statuses:
             return None
-        try:
-            given = await self.classifier.classify(recent_talk(ctx.state.messages, self.window), stage="input", ctx=ctx)
-            verdict = Verdict(str(given.rationale), float(given.score), str(given.category or ""))
-        except RunCancelled:
-            raise
-        except Exception as exc:  # as for the action: the answer is delivered, a failed intent check is no follow-up
-            _log.warning(
-                "run %s: the follow-up %s could not judge the intent", ctx.state.run_id, self.name, exc_info=exc
-            )
-            verdict = Verdict(f"the intent classifier failed ({type(exc).__name__}: {exc})", 0.0, "error")
+        verdict = await self._verdict(ctx)
         runs = verdict.category in self.intents and verdict.score >= self.min_score
         ctx.emit(
             GuardrailEvent(
@@ -82,3 +81,32 @@ class FollowUp(Middleware):
             except Exception:  # the answer is delivered: a failed follow-up must not undo it
                 _log.exception("run %s: the follow-up %s failed", ctx.state.run_id, self.name)
         return None
+
+    async def _verdict(self, ctx: RunContext) -> Verdict:
+        """The intent classifier's verdict. One that raises, answers no verdict (a score outside 0
+        to 1, NaN: a 7 out of 10 is no confidence) or none in time is no follow-up, and says why,
+        without the secrets this process holds (a service's "key sk-... refused")."""
+        try:
+            async with asyncio.timeout(self.timeout_s) as limit:
+                talk = recent_talk(ctx.state.messages, self.window)
+                given = await self.classifier.classify(talk, stage="input", ctx=ctx)
+            score = float(given.score)
+            if not -_SCORE_SLACK <= score <= 1.0 + _SCORE_SLACK:
+                raise ValueError(f"its score {given.score!r} is not a number from 0 to 1")
+            return Verdict(str(given.rationale), min(1.0, max(0.0, score)), str(given.category or ""))
+        except RunCancelled:
+            raise
+        except TimeoutError as exc:
+            if limit.expired():
+                _log.warning(
+                    "run %s: the follow-up %s gave no verdict within %g s", ctx.state.run_id, self.name, self.timeout_s
+                )
+                return Verdict(f"the intent classifier gave no verdict within {self.timeout_s:g} s", 0.0, "timeout")
+            return self._failed(ctx, exc)
+        except Exception as exc:  # as for the action: the answer is delivered, a failed intent check is no follow-up
+            return self._failed(ctx, exc)
+
+    def _failed(self, ctx: RunContext, exc: Exception) -> Verdict:
+        said = told(exc)
+        _log.warning("run %s: the follow-up %s could not judge the intent", ctx.state.run_id, self.name, exc_info=exc)
+        return Verdict(f"the intent classifier failed ({type(exc).__name__}: {said})", 0.0, "error")

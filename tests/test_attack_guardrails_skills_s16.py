@@ -1,0 +1,101 @@
+"""Guardrails, approvals, sub-agents and skills attacked from outside (session 16).
+
+Found real: the after-agent hook `FollowUp` judged its classifier's verdict with none of the care a
+`Guardrail` takes with one: a classifier that never answered held the delivered answer's run open for
+ever (no `done`, `run_sync` never returned), a score off the 0-to-1 scale (a 7 out of 10) ran the
+follow-up action as if it were a confident verdict, and a classifier's error quoting the key it used
+went word for word into the `guardrail` event (the stream, the trace).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tether import Agent, run_stream
+from tether.errors import ConfigError
+from tether.guardrails import FollowUp, Verdict
+from tether.harness.context import RunContext
+from tether.testing import FunctionModel
+
+KEY = "sk-test-s16followup0123456789abcdefXYZ"
+
+
+async def _events(classifier: Any, acted: list[float], **options: Any) -> list[Any]:
+    async def act(ctx: RunContext, verdict: Verdict) -> None:
+        acted.append(verdict.score)
+
+    hook = FollowUp(classifier, frozenset({"purchase"}), act, **options)
+    agent = Agent(FunctionModel(lambda messages, request: "We can quote 200 units."), middleware=[hook])
+    out: list[Any] = []
+    async for event in run_stream(agent, "Send me a quote for 200 sensors."):
+        if event.type == "guardrail":
+            out.append(event)
+        elif event.type == "done":
+            out.append(event.result)
+    return out
+
+
+def test_a_follow_up_classifier_that_never_answers_does_not_hold_the_run_open() -> None:
+    """The answer was delivered, but a hung intent classifier kept the run from ever ending: no
+    `done`, run_sync never returned. Its verdict now has a time limit, as a Guardrail's has, and a
+    verdict not given in time is no follow-up (category `timeout`)."""
+
+    class Hangs:
+        async def classify(self, text: str, *, stage: str, ctx: RunContext) -> Verdict:
+            await asyncio.Event().wait()
+            raise AssertionError("never")
+
+    acted: list[float] = []
+
+    async def bounded() -> list[Any]:
+        # The outer bound only keeps a regression from hanging the suite; the hook's own limit is 0.05 s.
+        return await asyncio.wait_for(_events(Hangs(), acted, timeout_s=0.05), 60)
+
+    events = asyncio.run(bounded())
+    decision, result = events
+    assert decision.decision == "no_follow_up" and decision.category == "timeout"
+    assert result.status == "completed" and result.output == "We can quote 200 units."
+    assert acted == []
+
+
+def test_a_follow_up_hook_refuses_a_timeout_that_is_not_a_positive_number() -> None:
+    with pytest.raises(ConfigError, match="timeout_s"):
+        FollowUp(None, frozenset({"purchase"}), None, timeout_s=0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("score", [7.0, -1.0, float("nan"), float("inf")])
+def test_a_score_off_the_scale_is_no_verdict_for_a_follow_up(score: float) -> None:
+    """A classifier scoring 0 to 10 answered 7: the hook read it as more than sure, and captured a
+    lead. A score outside 0 to 1 (NaN too) is now a failed verdict: no follow-up, category `error`,
+    as a Guardrail fails closed on one."""
+
+    class OffScale:
+        async def classify(self, text: str, *, stage: str, ctx: RunContext) -> Verdict:
+            return Verdict("sounds like a purchase", score, "purchase")
+
+    acted: list[float] = []
+    decision, result = asyncio.run(_events(OffScale(), acted))
+    assert acted == []
+    assert decision.decision == "no_follow_up" and decision.category == "error"
+    assert "0 to 1" in decision.rationale and decision.score == 0.0
+    assert result.status == "completed"
+
+
+def test_a_follow_up_classifiers_error_does_not_carry_its_key_into_the_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A moderation service's "key ... refused" reached the `guardrail` event (stream, trace) word
+    for word; the secrets this process holds are now taken out, as a Guardrail does."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+
+    class Refused:
+        async def classify(self, text: str, *, stage: str, ctx: RunContext) -> Verdict:
+            raise RuntimeError(f"401 from the intent service: key {KEY} refused")
+
+    acted: list[float] = []
+    decision, result = asyncio.run(_events(Refused(), acted))
+    assert decision.decision == "no_follow_up" and decision.category == "error"
+    assert "401 from the intent service" in decision.rationale
+    assert KEY not in decision.rationale and KEY not in repr(decision)
+    assert result.status == "completed" and acted == []
