@@ -14,13 +14,15 @@ it, never read through, written through or waited on.
 
 A file that is not valid UTF-8 is read with replacement characters; before the first write
 replaces it, its bytes are copied beside it (``profile.md.damaged-<time>``), so nothing is lost
-(unless the write empties it: a clear keeps no copy of what it cleared).
+(unless the write empties it: a clear keeps no copy of what it cleared), and a warning (logger
+``tether.memory``) names the file and the copy.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import re
 import time
@@ -34,6 +36,8 @@ from tether.errors import ConfigError, TetherError
 from tether.fileio import atomic_write, in_the_way, open_own, planted, read_own
 
 __all__ = ["STORES", "Change", "MemoryRefused", "MemoryStore", "StoreName", "StoreUsage", "TextStore"]
+
+_log = logging.getLogger("tether.memory")
 
 StoreName = Literal["profile", "notes"]
 STORES: tuple[StoreName, ...] = ("profile", "notes")
@@ -257,3 +261,11 @@ class TextStore:
         finally:
             os.close(fd)
         self.damaged_copy = copy
+        # Said, as a session's repair is: the write puts the replacement characters in the file for
+        # good, and the person should learn which of their lines changed and where the bytes went.
+        _log.warning(
+            "%s was not valid UTF-8: its undecodable bytes are now replacement characters (U+FFFD) there; "
+            "the file as it was is kept in %s",
+            self.path,
+            copy,
+        )

@@ -1,0 +1,62 @@
+"""Round s16 attacks on memory and sessions, from outside (the ``tether memory`` command as a
+subprocess, and the Python API)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tether.memory import Memory
+
+
+def _tether(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TETHER_HOME": str(home), "NO_COLOR": "1"}
+    env.pop("TETHER_SESSION_STORE", None)
+    return subprocess.run(
+        [sys.executable, "-m", "tether", *args], capture_output=True, text=True, env=env, cwd=home, timeout=120
+    )
+
+
+def test_a_write_that_repairs_a_damaged_memory_file_says_so_and_names_the_copy(tmp_path: Path) -> None:
+    """A notes.md cut in the middle of a character (or with bytes that are not UTF-8 appended) is
+    read with replacement characters, and the next write puts them in the file for good, keeping
+    the original bytes beside it. The write said only "Saved to notes.": the person never learnt
+    that a line of theirs had been altered, nor where its bytes went."""
+    home = tmp_path / "home"
+    home.mkdir()
+    first = _tether(home, "memory", "add", "用户喜欢简短的回答。")
+    assert first.returncode == 0, first.stderr
+    notes = home / "memory" / "notes.md"
+    cut = notes.read_bytes()[:-3]  # cut inside the last character (and its newline)
+    notes.write_bytes(cut)
+
+    done = _tether(home, "memory", "add", "We deploy on Thursdays.")
+
+    assert done.returncode == 0, done.stderr
+    (copy,) = notes.parent.glob("notes.md.damaged-*")
+    assert copy.read_bytes() == cut  # the bytes as they were, kept
+    assert "not valid UTF-8" in done.stderr
+    assert str(copy) in done.stderr
+    assert "We deploy on Thursdays." in notes.read_text(encoding="utf-8")
+
+
+def test_the_python_api_logs_the_repair_of_a_damaged_memory_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    memory = Memory.open(tmp_path, scanners=[])
+    memory.add("profile", "Prefers short answers.")
+    path = tmp_path / "memory" / "profile.md"
+    path.write_bytes(path.read_bytes() + b"- caf\xe9 au lait\n")  # Latin-1 appended by another tool
+
+    with caplog.at_level(logging.WARNING, logger="tether.memory"):
+        memory.add("profile", "Uses metric units.")
+
+    copy = memory.stores["profile"].damaged_copy  # type: ignore[attr-defined]
+    assert copy is not None and copy.read_bytes().endswith(b"caf\xe9 au lait\n")
+    warned = [r.getMessage() for r in caplog.records if r.name == "tether.memory"]
+    assert len(warned) == 1 and str(path) in warned[0] and str(copy) in warned[0]
