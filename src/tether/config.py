@@ -53,7 +53,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
-from tether._secrets import credential_pattern, hold, table_secrets
+from tether._secrets import credential_pattern, hold, table_secrets, withhold_credentials
 from tether._secrets import secret_name as _secret_name
 from tether._secrets import url_secrets as _url_secrets
 from tether.errors import ConfigError
@@ -779,9 +779,19 @@ def redacted(value: Any, key: str = "") -> Any:
         return _redacted_args(value) if key == "args" else [redacted(v, key) for v in value]
     if _secret_name(key):
         return REDACTED
+    if isinstance(value, str):
+        value = credentials_redacted(value)
     if isinstance(value, str) and "://" in value:
         return _url_redacted(value)
     return value
+
+
+def credentials_redacted(text: str) -> str:
+    """``text`` with each credential in an issuer's shape (``sk-...``, ``ghp_...``, a private key)
+    as ``"<redacted>"``, wherever it is written: a key pasted as ``model`` or ``$TETHER_MODEL``,
+    or into an agent's ``instructions``, is a key all the same."""
+    withheld, count = withhold_credentials(text)
+    return re.sub(r"\[credential withheld: [^\]]*\]", REDACTED, withheld) if count else text
 
 
 def _url_redacted(value: str) -> str:

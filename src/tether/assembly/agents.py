@@ -152,6 +152,7 @@ def _default_model(settings: Settings) -> str:
     ago (a shell profile) cannot otherwise tell: `unknown provider 'foo'` alone does not say."""
     import os
 
+    from tether.config import credentials_redacted
     from tether.providers.registry import canonical_model, resolve_provider
 
     model = resolve_model(None, settings)
@@ -160,7 +161,9 @@ def _default_model(settings: Settings) -> str:
         resolve_provider(model, settings)
         return canonical_model(model)
     except ConfigError as exc:
-        raise ConfigError(f"the model {model} (from {where}; --model chooses another): {exc}") from None
+        # A key pasted as the model (TETHER_MODEL=sk-...) is not written to the terminal and its logs.
+        said = credentials_redacted(f"the model {model} (from {where}; --model chooses another): {exc}")
+        raise ConfigError(said) from None
 
 
 def _skills_on(settings: Settings, flag: bool | None, defined: bool | None) -> bool:

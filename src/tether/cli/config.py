@@ -99,6 +99,7 @@ def _check_definitions(settings: Any, path: Any) -> None:
     import difflib
 
     from tether.assembly.parts import check_mcp, load_output_schema
+    from tether.config import credentials_redacted
     from tether.errors import ConfigError
     from tether.tools.builtin import builtin_tools, tool_settings
     from tether.tools.demo import DEMO_TOOLS
@@ -115,7 +116,7 @@ def _check_definitions(settings: Any, path: Any) -> None:
         try:
             _check_model(model, settings)
         except ConfigError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
+            raise ConfigError(credentials_redacted(f"{where}: {exc}")) from None  # a key pasted as a model
     known = [t.name for t in [*builtin_tools(tool_settings(settings.tools)), *DEMO_TOOLS]]
     for name, d in settings.agents.items():
         for tool in d.tools or ():
