@@ -390,7 +390,8 @@ class Memory(Extension):
         if not hits:
             hits = [i for i, e in enumerate(entries) if needle.casefold() in e.casefold()]
         if not hits:
-            listing = "; ".join(self._quoted(e, 60) for e in entries[:12]) or "(it is empty)"
+            joined = self._joined(s, entries)
+            listing = "; ".join(self._quoted(e, 60, i in joined) for i, e in enumerate(entries[:12])) or "(it is empty)"
             raise MemoryRefused(
                 f"No entry in {s.name} contains \u201c{_short(needle)}\u201d. Its entries: {listing}", "not_found"
             )
@@ -399,7 +400,10 @@ class Memory(Extension):
             if not any(_same(entries[i], entries[j]) for j in distinct):
                 distinct.append(i)
         if len(distinct) > 1:
-            listing = "\n".join(f"  {n}. {self._quoted(entries[i], 80)}" for n, i in enumerate(distinct, 1))
+            joined = self._joined(s, entries)
+            listing = "\n".join(
+                f"  {n}. {self._quoted(entries[i], 80, i in joined)}" for n, i in enumerate(distinct, 1)
+            )
             raise MemoryRefused(
                 f"Be more specific: \u201c{_short(needle)}\u201d is in {len(distinct)} different "
                 f"{s.name} entries:\n{listing}\nGive a longer part of the one you mean.",
@@ -407,12 +411,18 @@ class Memory(Extension):
             )
         return distinct[0]
 
-    def _quoted(self, entry: str, n: int) -> str:
-        """An entry as a message quotes it, unless the scan withholds it from the prompt: what the
-        model is told must not carry what the prompt keeps from it."""
-        if self._clean(entry):
+    def _quoted(self, entry: str, n: int, joined: bool = False) -> str:
+        """An entry as a message quotes it, unless the scan withholds it from the prompt (alone, or
+        ``joined``: with the entry next to it, as one injection): what the model is told must not
+        carry what the prompt keeps from it (a listing quotes entries side by side)."""
+        if self._clean(entry) and not joined:
             return f"\u201c{_short(entry, n)}\u201d"
         return "(an entry withheld from the assistant: it failed the security scan)"
+
+    def _joined(self, s: MemoryStore, entries: list[str]) -> set[int]:
+        """Which of ``entries`` the prompt withholds because it reads as one injection with the
+        entry shown next to it."""
+        return {i for i, why in enumerate(self._left_out(s, entries)) if why is not None and why.startswith("joined")}
 
     def _clean(self, entry: str) -> bool:
         if entry not in self._passed:
