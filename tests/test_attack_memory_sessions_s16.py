@@ -104,3 +104,28 @@ def test_a_refusal_does_not_quote_side_by_side_the_two_entries_the_prompt_withho
         assert "ignore all previous" not in refusal and "~/.ssh" not in refusal, refusal
     assert "We deploy on Thursdays." in str(not_found.value)  # what the prompt shows is still quoted
     assert str(not_found.value).count("withheld from the assistant") == 2
+
+
+def test_a_file_damaged_twice_in_one_second_is_kept_twice_and_the_write_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One process (a server, a chat) that met a damaged file twice in the same second named both
+    copies alike (time and pid): the second write failed with a bare FileExistsError and the entry
+    was not saved."""
+    import types
+
+    import tether.memory.store as store_module
+
+    monkeypatch.setattr(store_module, "time", types.SimpleNamespace(strftime=lambda _fmt: "20261207-180000"))
+    memory = Memory.open(tmp_path, scanners=[])
+    memory.add("notes", "A fact.")
+    path = tmp_path / "memory" / "notes.md"
+    path.write_bytes(path.read_bytes() + b"- caf\xe9\n")
+    memory.add("notes", "B fact.")
+    path.write_bytes(path.read_bytes() + b"- th\xe9\n")
+
+    memory.add("notes", "C fact.")
+
+    assert memory.entries("notes")[-1] == "C fact."
+    copies = sorted(path.parent.glob("notes.md.damaged-*"))
+    assert len(copies) == 2 and copies[0].read_bytes() != copies[1].read_bytes()

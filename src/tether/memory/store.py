@@ -252,7 +252,8 @@ class TextStore:
                 os.unlink(self.path.parent / name)
 
     def _keep_damaged(self) -> None:
-        copy = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+        # Random, not the pid: one process (a server, a chat) may meet a damaged file twice in a second.
+        copy = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(4).hex()}")
         data = read_own(self.path)  # read just now under the lock: a plain file, not a link
         fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
