@@ -75,6 +75,19 @@ class Thresholds:
     ask: float | None = None
     redirect: float | None = None
 
+    def __post_init__(self) -> None:
+        # As the config file's [guardrails] tables: a NaN made a guardrail that looked armed and
+        # stopped nothing (no score is below it); a string failed every run mid-way.
+        for name in ("block", "ask", "redirect"):
+            limit = getattr(self, name)
+            if limit is None:
+                continue
+            if isinstance(limit, bool) or not isinstance(limit, int | float) or not 0.0 <= limit <= 1.0:
+                raise ConfigError(
+                    f"Thresholds: the threshold {name} ({limit!r}) is not a number from 0 to 1 "
+                    "(scores run from 0.0, unsafe, to 1.0, safe); give one, or None to skip it"
+                )
+
     def action(self, score: float) -> Action:
         for name in ("block", "ask", "redirect"):
             limit = getattr(self, name)
