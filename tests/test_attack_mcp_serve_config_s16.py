@@ -3,6 +3,10 @@ user saw before its fix."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,3 +47,38 @@ def test_a_key_pasted_where_a_model_or_words_go_is_never_echoed(
     assert tether_main(["run", "hello"]) == 2
     assert KEY not in (said := capsys.readouterr().err) and "from $TETHER_MODEL" in said
     assert not (home / "runs").exists() or not any((home / "runs").iterdir())
+
+
+def test_stdio_answers_every_request_piped_in_before_stdin_closes(tmp_path: Path) -> None:
+    """A client that pipes its requests in and closes stdin (as docs/connectors.md says it may) got
+    only some answers: each id was freed as its answer went out, before the writer had taken it, so
+    the session ended at once and the answers still on their way were dropped (of 15 calls, 6 to 14
+    answered). Now the session ends once every answer has been handed to the writer."""
+    home = tmp_path / "home"
+    home.mkdir()
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    lines = [init, {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    for ident in range(1, 41):
+        arguments = {"store": "notes"} if ident % 2 else {"query": "valve", "base": "nosuch"}
+        name = "memory_read" if ident % 2 else "kb_search"
+        params = {"name": name, "arguments": arguments}
+        lines.append({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params})
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "mcp", "serve"],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TETHER_HOME": str(home)},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    answers = {m["id"]: m for m in map(json.loads, done.stdout.splitlines())}
+    assert sorted(answers) == list(range(41)), done.stderr
+    assert "there is no knowledge base 'nosuch'" in json.dumps(answers[2])
+    assert json.loads(answers[1]["result"]["content"][0]["text"])["store"] == "notes"

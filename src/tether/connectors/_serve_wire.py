@@ -60,8 +60,9 @@ async def serve_stdio(lowlevel: Any, on_eof: Callable[[], None] = lambda: None) 
     lines = _CheckedLines(reader, InFlight(), on_eof)
     try:
         async with stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
-            lines.answer_with(write)
-            await lowlevel.run(read, _Answers(write, lines.in_flight), lowlevel.create_initialization_options())
+            answers = _Answers(write, lines.in_flight)
+            lines.answer_with(write, answers)
+            await lowlevel.run(read, answers, lowlevel.create_initialization_options())
     finally:
         if reader.done():  # else its thread still reads (blocked): closing would wait for that read
             text.close()
@@ -111,10 +112,12 @@ class _CheckedLines:
         self.in_flight = in_flight
         self.on_eof = on_eof
         self._write: Any = None
+        self._answers: _Answers | None = None
         self._ready = anyio.Event()
 
-    def answer_with(self, write: Any) -> None:
+    def answer_with(self, write: Any, answers: _Answers) -> None:
         self._write = write
+        self._answers = answers
         self._ready.set()
 
     async def __aiter__(self) -> AsyncIterator[str]:
@@ -133,6 +136,10 @@ class _CheckedLines:
         self.on_eof()
         with anyio.move_on_after(EOF_GRACE_S):
             await self.in_flight.settled(None)
+            # An id is freed as its answer goes, before the writer has taken it: the session ended
+            # here at once, and the answers still on their way were dropped (cancelled with it).
+            if self._answers is not None:
+                await self._answers.handed_over()
 
     def _note_cancelled(self, message: Any) -> None:
         """A request the client cancels is never answered (MCP says so): its id is free now."""
@@ -150,12 +157,28 @@ class _Answers:
     def __init__(self, write: Any, in_flight: InFlight) -> None:
         self._write = write
         self._in_flight = in_flight
+        self._sending = 0  # messages not yet taken by the writer
+        self._idle: anyio.Event | None = None  # made by whoever waits for them
 
     async def send(self, item: SessionMessage) -> None:
         answer = item.message
         if isinstance(answer, types.JSONRPCResponse | types.JSONRPCError) and answer.id is not None:
             self._in_flight.release(None, answer.id)
-        await self._write.send(item)
+        self._sending += 1
+        try:
+            await self._write.send(item)
+        finally:
+            self._sending -= 1
+            if not self._sending and self._idle is not None:
+                self._idle.set()
+                self._idle = None
+
+    async def handed_over(self) -> None:
+        """Wait until the writer has taken every message sent so far."""
+        while self._sending:
+            if self._idle is None:
+                self._idle = anyio.Event()
+            await self._idle.wait()
 
     def __getattr__(self, name: str) -> Any:  # close, aclose, clone, ...: the stream's own
         return getattr(self._write, name)
