@@ -129,3 +129,25 @@ def test_a_file_damaged_twice_in_one_second_is_kept_twice_and_the_write_made(
     assert memory.entries("notes")[-1] == "C fact."
     copies = sorted(path.parent.glob("notes.md.damaged-*"))
     assert len(copies) == 2 and copies[0].read_bytes() != copies[1].read_bytes()
+
+
+def test_project_notes_of_a_folder_whose_name_only_begins_alike_are_not_offered(tmp_path: Path) -> None:
+    """A folder without project notes yet is told of the notes of folders of its name (a project
+    moved or renamed). The glob ``a-*`` also took the folder ``a-b``'s: ``tether memory show
+    --scope project`` in ``a`` said "notes of another folder named 'a': .../a-b-<hash>/notes.md;
+    move that file to .../a-<hash>/notes.md", advice that would pour one project's notes into
+    another's prompt. A folder that is named ``a`` is still named."""
+    home = tmp_path / "home"
+    for name in ("a-b", "a", "moved/a"):
+        (home / "work" / name).mkdir(parents=True)
+    added = _tether(home, "memory", "add", "The a-b project uses Rust.", "--scope", "project", "--cwd", "work/a-b")
+    assert added.returncode == 0, added.stderr
+    moved = _tether(home, "memory", "add", "This one uses Go.", "--scope", "project", "--cwd", "work/moved/a")
+    assert moved.returncode == 0, moved.stderr
+
+    shown = _tether(home, "memory", "show", "--scope", "project", "--cwd", "work/a")
+
+    assert shown.returncode == 0, shown.stderr
+    assert "no notes for this folder yet" in shown.stderr
+    assert "a-b-" not in shown.stderr
+    assert shown.stderr.count("notes of another folder named 'a'") == 1

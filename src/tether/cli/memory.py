@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -139,9 +140,14 @@ def _say_where_notes_went(memory: Memory) -> None:
     projects, here = store.path.parent.parent, store.path.parent.name
     slug = here.rsplit("-", 1)[0]
     others = []
+    same_name = re.compile(rf"{re.escape(slug)}-[0-9a-f]{{10}}")  # not "a-b-<hash>" for "a": another name
     for folder in sorted(projects.glob(f"{glob.escape(slug)}-*")):
         try:
-            if folder.name != here and stat.S_ISREG((folder / "notes.md").lstat().st_mode):
+            if (
+                folder.name != here
+                and same_name.fullmatch(folder.name)
+                and stat.S_ISREG((folder / "notes.md").lstat().st_mode)
+            ):
                 others.append(folder / "notes.md")
         except OSError:
             continue
