@@ -513,7 +513,8 @@ def _old_order(
     calls = {c.id for m in state.messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
     # A word with no space in it is taken for a call id even when no call has it (a typo, a stale
     # id): read as a reason, it would decline another call, the one the run stopped for.
-    if not older and (call_id is None or call_id in calls or reason is not None or not _words(call_id)):
+    # Not text (a batch's ids, passed whole): no call's id and no reason, refused as approve refuses it.
+    if not older and (not isinstance(call_id, str) or call_id in calls or reason is not None or not _words(call_id)):
         return call_id, reason
     warnings.warn(
         "reject(state, reason, call_id) is deprecated: call reject(state, call_id, reason=...)",
