@@ -82,3 +82,23 @@ def test_stdio_answers_every_request_piped_in_before_stdin_closes(tmp_path: Path
     assert sorted(answers) == list(range(41)), done.stderr
     assert "there is no knowledge base 'nosuch'" in json.dumps(answers[2])
     assert json.loads(answers[1]["result"]["content"][0]["text"])["store"] == "notes"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [f"model = {KEY}", f'model = "scripted/plan" {GITHUB}', f'[agents.x]\ninstructions = "use {GITHUB}\n'],
+)
+def test_a_line_that_is_not_toml_is_not_shown_when_it_holds_a_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], line: str
+) -> None:
+    """`model = sk-...` (a key pasted bare where the model goes) is not TOML: `config check` and
+    every command printed the line, key and all, and even suggested `model = "sk-..."`. Now the
+    error says where the file breaks without the line, as for a line naming a key or token."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("TETHER_HOME", str(home))
+    (home / "config.toml").write_text(line + "\n")
+    assert tether_main(["config", "check"]) == 2
+    said = capsys.readouterr().err
+    assert KEY not in said and GITHUB not in said
+    assert "(at line" in said and "Fix or remove the file" in said

@@ -673,13 +673,16 @@ def _read(home: Path, path: Path) -> dict[str, Any] | None:
 def _toml_error(error: str, text: str | None) -> str:
     """tomllib's error with the line it points at, and the quotes a bare word needs (``model =
     scripted/plan``: write ``model = "scripted/plan"``). A line that may hold a secret (a key, a
-    token, a password, a server's env or headers, a URL with a password) is not shown."""
+    token, a password, a server's env or headers, a URL with a password, a key in its issuer's
+    shape) is not shown."""
     found = re.search(r"\(at line (\d+), column \d+\)$", error)
     lines = (text or "").splitlines()
     if found is None or not 0 < int(found.group(1)) <= len(lines):
         return error
     line = lines[int(found.group(1)) - 1].strip()
     if len(line) > 200 or re.search(r"key|token|secret|passw|auth|env|header|://[^/\s]*@", line, re.I):
+        return error
+    if credentials_redacted(line) != line:  # a key written where none goes (model = sk-...)
         return error
     if not (line.startswith("[") or "=" in line or ":" in line.split('"', 1)[0]):
         return error  # a line inside a list or a string that began above: what it continues is not seen
