@@ -14,6 +14,8 @@ import pytest
 from tether.memory import Memory
 from tether.memory.scan import Finding
 from tether.memory.store import MemoryRefused
+from tether.messages import TextPart, UserMessage
+from tether.sessions import JsonlSessionStore
 
 
 def _tether(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -151,3 +153,44 @@ def test_project_notes_of_a_folder_whose_name_only_begins_alike_are_not_offered(
     assert "no notes for this folder yet" in shown.stderr
     assert "a-b-" not in shown.stderr
     assert shown.stderr.count("notes of another folder named 'a'") == 1
+
+
+@pytest.mark.parametrize(
+    "appended",
+    [b"note to self: ask about the deploy", b"\x00\x00\x00\x00", "réponse coupée".encode("latin-1")],
+    ids=["text", "zeros", "latin-1"],
+)
+def test_what_another_hand_appends_to_a_session_without_a_newline_is_kept_beside_before_it_is_dropped(
+    tmp_path: Path, appended: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A crash mid-append leaves the start of a line tether writes: the start of a JSON object.
+    Any other last line without a newline (``echo -n ... >> s.jsonl``, another program's bytes) was
+    taken for one: dropped at the next load, or cut off by the next append, with no copy and no
+    word, against "nothing is lost without a copy"."""
+    store = JsonlSessionStore(tmp_path / "sessions", fsync=False)
+    store.append("s", [_user("one"), _user("two")])
+    path = store.path("s")
+    path.write_bytes(path.read_bytes() + appended)
+
+    with caplog.at_level(logging.WARNING, logger="tether.sessions"):
+        store.append("s", [_user("three")])  # not cut off: kept, on a line of its own
+        loaded = store.load("s")
+
+    assert [m.content[0].text for m in loaded] == ["one", "two", "three"]  # type: ignore[union-attr]
+    (copy,) = store.root.glob("s.jsonl.damaged-*")
+    assert appended in copy.read_bytes()
+    assert any(str(copy) in r.getMessage() for r in caplog.records)
+
+
+def test_a_torn_json_line_is_still_dropped_without_a_copy(tmp_path: Path) -> None:
+    store = JsonlSessionStore(tmp_path / "sessions", fsync=False)
+    store.append("s", [_user("one")])
+    path = store.path("s")
+    path.write_bytes(path.read_bytes() + b'{"role":"user","cont')
+    store.append("s", [_user("two")])
+    assert [m.content[0].text for m in store.load("s")] == ["one", "two"]  # type: ignore[union-attr]
+    assert not list(store.root.glob("*.damaged-*"))
+
+
+def _user(text: str) -> UserMessage:
+    return UserMessage(content=(TextPart(text=text),))

@@ -338,9 +338,10 @@ def _last_line(fd: int, size: int) -> int:
 
 def _torn(line: bytes) -> bool:
     """Whether a last line with no newline after it is what a crash mid-write leaves: the start of
-    a line, which is never whole JSON (a message whose newline is missing, or a line edited by hand
-    into other JSON, is whole)."""
-    if not line.strip():
+    a line tether writes, a JSON object, which is never whole JSON (a message whose newline is
+    missing, or a line edited by hand into other JSON, is whole). Anything else (text appended by
+    hand or by another program, zeros) is no torn write: it is kept beside before it is dropped."""
+    if not line.strip() or not line.removeprefix(_BOM).startswith(b"{"):
         return False
     try:
         load_message(line)
@@ -575,9 +576,10 @@ class JsonlSessionStore:
             try:
                 messages.append(load_message(line))
             except ValidationError:
-                # The part after the last newline is a torn write, unless it is whole JSON: what a
-                # crash leaves is the start of a line, never that (this was edited, its newline left off).
-                garbled = garbled or i < len(lines) - 1 or _whole_json(line)
+                # The part after the last newline is a torn write, unless it is whole JSON or no start
+                # of a JSON line: what a crash leaves is the start of a line, never that (this was
+                # edited, its newline left off, or appended by someone else).
+                garbled = garbled or i < len(lines) - 1 or not _torn(line)
         return messages, bom or garbled or (bool(data) and not data.endswith(b"\n")), garbled
 
     def load(self, session_id: str) -> list[Message]:
