@@ -102,3 +102,39 @@ def test_a_line_that_is_not_toml_is_not_shown_when_it_holds_a_key(
     said = capsys.readouterr().err
     assert KEY not in said and GITHUB not in said
     assert "(at line" in said and "Fix or remove the file" in said
+
+
+def test_an_agent_call_where_runs_cannot_be_kept_says_why_and_what_to_do(tmp_path: Path) -> None:
+    """`$TETHER_HOME/runs` a file (or a folder that cannot be written): `tether run` says so in one
+    line, but an agent_NAME call through `tether mcp serve` answered only "Error executing tool
+    agent_p", with a traceback on the server's stderr. Now the call's error says what is wrong and
+    what to do, and nothing ran."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(f'[agents.p]\nmodel = "scripted/plan"\ncwd = "{tmp_path}"\n')
+    (home / "runs").write_text("not a folder\n")
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    params = {"name": "agent_p", "arguments": {"task": "Which timeouts are in the logs?"}}
+    lines = [init, {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    lines.append({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "mcp", "serve"],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TETHER_HOME": str(home)},
+        timeout=120,
+        check=False,
+    )
+    answers = {m["id"]: m for m in map(json.loads, done.stdout.splitlines())}
+    result = answers[1]["result"]
+    said = result["content"][0]["text"]
+    assert result["isError"] is True
+    assert f"cannot keep runs in {home}" in said and "runs is a file, not a folder: move it away" in said
+    assert "Traceback" not in done.stderr
+    assert (home / "runs").read_text() == "not a folder\n" and not (home / "traces").exists()

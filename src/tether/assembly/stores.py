@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from tether.config import Settings
     from tether.sessions import SessionStore
 
-__all__ = ["session_store"]
+__all__ = ["check_home", "session_store"]
 
 
 def session_store(spec: str | None, settings: Settings) -> SessionStore:
@@ -79,4 +79,28 @@ def _say_if_left_behind(spec: str, source: str, home: Path) -> None:
                 source,
                 used,
                 here,
+            )
+
+
+def check_home(settings: Settings) -> None:
+    """A run keeps its header under ``$TETHER_HOME/runs`` and its trace under ``traces``: a home
+    where they cannot be written is said in one line before anything runs, not as a traceback from
+    the run's first save (`tether run`, `chat`, and each agent call of `tether mcp serve`)."""
+    from tether.fileio import in_the_way, private_dir
+
+    for folder in ("traces",) if settings.database_url else ("runs", "traces"):
+        path = settings.home / folder
+        try:
+            private_dir(path)
+            writable = os.access(path, os.W_OK | os.X_OK)
+        except OSError as exc:
+            problem = in_the_way(path) or f"{exc.filename or path}: {exc.strerror or exc}"
+            raise ConfigError(
+                f"cannot keep runs in {settings.home} ($TETHER_HOME): {problem}. Set TETHER_HOME to a "
+                "folder you can write"
+            ) from None
+        if not writable:
+            raise ConfigError(
+                f"cannot keep runs in {settings.home} ($TETHER_HOME): {path} is not writable. Fix its "
+                "permissions, or set TETHER_HOME to a folder you can write"
             )

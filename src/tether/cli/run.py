@@ -558,29 +558,10 @@ def _drive(state: RunState, prompt: str | None, settings: Settings, *, json_out:
 
 def check_home(settings: Settings) -> None:
     """A run keeps its header under ``$TETHER_HOME/runs`` and its trace under ``traces``: a home
-    where they cannot be written is said in one line before anything runs, not as a traceback from
-    the run's first save."""
-    import os
+    where they cannot be written is said in one line before anything runs (tether.assembly.stores)."""
+    from tether.assembly.stores import check_home as check
 
-    from tether.errors import ConfigError
-    from tether.fileio import in_the_way, private_dir
-
-    for folder in ("traces",) if settings.database_url else ("runs", "traces"):
-        path = settings.home / folder
-        try:
-            private_dir(path)
-            writable = os.access(path, os.W_OK | os.X_OK)
-        except OSError as exc:
-            problem = in_the_way(path) or f"{exc.filename or path}: {exc.strerror or exc}"
-            raise ConfigError(
-                f"cannot keep runs in {settings.home} ($TETHER_HOME): {problem}. Set TETHER_HOME to a "
-                "folder you can write"
-            ) from None
-        if not writable:
-            raise ConfigError(
-                f"cannot keep runs in {settings.home} ($TETHER_HOME): {path} is not writable. Fix its "
-                "permissions, or set TETHER_HOME to a folder you can write"
-            )
+    check(settings)
 
 
 def _decision_needed(result: RunResult) -> ApprovalInterruption | OutcomeUnknownInterruption | None:

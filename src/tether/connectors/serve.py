@@ -473,6 +473,7 @@ async def _run_agent(
     import anyio
     from mcp.server.auth.middleware.auth_context import get_access_token
 
+    from tether.assembly.stores import check_home
     from tether.cancel import CancelSignal
     from tether.connectors._acting import SERVE_CALLS, acting_as
     from tether.errors import TetherError
@@ -490,6 +491,10 @@ async def _run_agent(
             f"each called by the one before (at most {MAX_DEPTH}), so an agent's [mcp.NAME] server leads back "
             "to tether mcp serve, likely to itself; take that server out of the agent's mcp list"
         )
+    try:  # a home where the run cannot be kept, said before it starts (it may change while serving)
+        check_home(settings)
+    except TetherError as exc:
+        raise _tool_error(str(exc)) from None
     state = RunState(ext={"config": _run_record(name, agent, task)})
     store = run_store(settings)
     signal = CancelSignal(parent=stop)
