@@ -138,3 +138,28 @@ def test_an_agent_call_where_runs_cannot_be_kept_says_why_and_what_to_do(tmp_pat
     assert f"cannot keep runs in {home}" in said and "runs is a file, not a folder: move it away" in said
     assert "Traceback" not in done.stderr
     assert (home / "runs").read_text() == "not a folder\n" and not (home / "traces").exists()
+
+
+def test_a_servers_pat_bearer_and_connection_string_password_are_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tether config show` (and `tether mcp list`, which shows args the same way) printed a
+    server's `--pat TOKEN`, `--bearer=TOKEN` and the password of a connection string
+    (`Server=db;Password=X;`, as SQL Server's MCP servers take it) in the clear. Now each is
+    `<redacted>`, and the rest of the arguments stay as written."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("TETHER_HOME", str(home))
+    args = ["-y", "srv", "--pat", "abcdefsecret", "--bearer=zzz999", "--db", "Server=db;User Id=app;Password=hunter2;"]
+    (home / "config.toml").write_text(f'[mcp.a]\ncommand = "npx"\nargs = {json.dumps(args)}\n')
+    assert tether_main(["config", "show", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["config"]["mcp"]["a"]["args"]
+    assert shown == [
+        "-y",
+        "srv",
+        "--pat",
+        "<redacted>",
+        "--bearer=<redacted>",
+        "--db",
+        "Server=db;User Id=app;Password=<redacted>;",
+    ]

@@ -17,9 +17,11 @@ from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
 # Keys whose value is a secret wherever they appear (`key_env` names a variable, not a secret).
-# ``DB_PASS``, ``SMTP_PWD`` and ``*_CREDENTIALS`` too (``PWD`` the folder is a path: never hidden).
+# ``DB_PASS``, ``SMTP_PWD`` and ``*_CREDENTIALS`` too (``PWD`` the folder is a path: never hidden);
+# ``GH_PAT`` and ``--pat`` (a personal access token), ``--bearer``.
 SECRET_KEY = re.compile(
-    r"(^|_)(api_key|key|token|secret|password|passwd|pass|pwd|passphrase|credentials?|authorization)$", re.I
+    r"(^|_)(api_key|key|token|secret|password|passwd|pass|pwd|passphrase|credentials?|authorization|pat|bearer)$",
+    re.I,
 )
 # Words a secret's name is glued onto without an underscore: ``apikey``, ``accesstoken``.
 _GLUED = re.compile(r"(^|_)(api|access|auth|client|private|secret|session|refresh|bearer)(key|token|secret)$", re.I)

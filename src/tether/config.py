@@ -818,13 +818,7 @@ def _secrets_in(value: Any, key: str = "") -> set[str]:
         for k, v in value.items():
             found |= _secrets_in(v, k)
     elif isinstance(value, list) and key == "args":
-        for arg, shown in zip(value, _redacted_args(value), strict=True):
-            if arg == shown or not isinstance(arg, str):
-                continue
-            if shown != REDACTED and "://" in arg and shown == _url_redacted(arg):  # a URL's password
-                found |= {s for url in re.findall(r"[A-Za-z][\w+.-]*://\S+", arg) for s in _url_secrets(url)}
-            else:  # "X", "--token=X", "Authorization: Bearer X"
-                found.add(arg if shown == REDACTED else re.split(r"[=: ]", arg)[-1])
+        found |= _args_secrets(value)
     elif isinstance(value, list):
         for v in value:
             found |= _secrets_in(v, key)
@@ -832,6 +826,21 @@ def _secrets_in(value: Any, key: str = "") -> set[str]:
         found.update({value.strip(), value.strip().rpartition(" ")[2]})
     elif isinstance(value, str) and "://" in value:
         found |= _url_secrets(value)
+    return found
+
+
+def _args_secrets(args: list[Any]) -> set[str]:
+    """The secrets :func:`_redacted_args` hides in a program's arguments."""
+    found: set[str] = set()
+    for arg, shown in zip(args, _redacted_args(args), strict=True):
+        if arg == shown or not isinstance(arg, str):
+            continue
+        if shown != REDACTED and "://" in arg and shown == _url_redacted(arg):  # a URL's password
+            found |= {s for url in re.findall(r"[A-Za-z][\w+.-]*://\S+", arg) for s in _url_secrets(url)}
+        elif _CONNECTION.match(arg) and not _secret_name(arg.partition("=")[0]):  # "Server=db;Password=X"
+            found |= {m[3].strip() for m in _CONNECTION_PART.finditer(arg) if _secret_name(m[2].strip())}
+        else:  # "X", "--token=X", "Authorization: Bearer X"
+            found.add(arg if shown == REDACTED else re.split(r"[=: ]", arg)[-1])
     return found
 
 
@@ -844,6 +853,15 @@ def url_without_password(url: str, mask: str = "***") -> str:
 
 def _redacted_param(m: re.Match[str]) -> str:
     return f"{m[1]}{m[2]}={REDACTED}" if _secret_name(m[2]) else m[0]
+
+
+# A connection string (ADO.NET, ODBC): ``Server=db;User Id=app;Password=X;``, each part NAME=VALUE.
+_CONNECTION = re.compile(r"[^=;]+=[^;]*;")
+_CONNECTION_PART = re.compile(r"(^|;)([^=;]+)=([^;]*)")
+
+
+def _connection_part(m: re.Match[str]) -> str:
+    return f"{m[1]}{m[2]}={REDACTED}" if _secret_name(m[2].strip()) else m[0]
 
 
 def _redacted_args(args: list[Any]) -> list[Any]:
@@ -865,6 +883,8 @@ def _redacted_args(args: list[Any]) -> list[Any]:
             out.append(f"{header}: {REDACTED}")
         elif isinstance(arg, str) and credential_pattern().fullmatch(arg.strip()):
             out.append(REDACTED)
+        elif isinstance(arg, str) and _CONNECTION.match(arg):  # "Server=db;Password=X;" (a connection string)
+            out.append(_CONNECTION_PART.sub(_connection_part, arg))
         elif isinstance(arg, str) and "://" in arg:
             out.append(_url_redacted(arg))
         else:
