@@ -163,3 +163,36 @@ def test_reject_naming_a_call_by_a_list_is_told_what_is_waiting() -> None:
         with pytest.raises(UserError, match=r"is not waiting for a decision .*waiting: c1 \(remove\)"):
             decide(state, ["c1"])  # type: ignore[arg-type]
     assert state.approved == {} and state.rejected == {}
+
+
+# --- a long run of letters does not stall the jailbreak guardrail ------------------------------
+
+_LONG_RUN = """
+from tether import Agent, run_sync
+from tether.guardrails import Guardrail, RuleClassifier
+from tether.testing import FunctionModel
+
+sequence = "ACGT" * 50_000  # a pasted DNA sequence: 200,000 letters and no separator
+agent = Agent(FunctionModel(lambda messages, request: "GC content: 50%."),
+              middleware=[Guardrail(RuleClassifier.jailbreaks(), timeout_s=5)])
+result = run_sync(agent, "Here is the sequence: " + sequence)
+print(result.status, result.output)
+"""
+
+
+def test_a_long_run_of_letters_does_not_stall_the_jailbreak_guardrail() -> None:
+    """A message holding one long run of letters (a DNA sequence, a minified blob) stalled the
+    input guardrail for many minutes: reading words joined by dashes (`ignore-all-previous`) tried
+    a match from every letter of the run, each to its end (quadratic: 16,000 letters took 6 s,
+    200,000 about a quarter of an hour), on the event loop, where the guardrail's time limit
+    cannot stop it. A match now starts only where a word does. The subprocess's bound keeps a
+    regression from hanging the suite; it is a hundred times what the fixed scan takes."""
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run([sys.executable, "-c", _LONG_RUN], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the input guardrail was still reading a 200,000-letter message after 120 s")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "completed GC content: 50%."
