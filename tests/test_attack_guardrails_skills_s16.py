@@ -196,3 +196,19 @@ def test_a_long_run_of_letters_does_not_stall_the_jailbreak_guardrail() -> None:
         pytest.fail("the input guardrail was still reading a 200,000-letter message after 120 s")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "completed GC content: 50%."
+
+
+def test_a_long_run_of_digits_does_not_stall_the_jailbreak_guardrail() -> None:
+    """The same for a run of digits (a pasted number, a table of readings with no separators): the
+    reading of leetspeak (`1gn0r3`) tried a word from every digit, each to the run's end (200,000
+    digits: four minutes). A word is now looked for only where one starts."""
+    import subprocess
+    import sys
+
+    script = _LONG_RUN.replace('"ACGT" * 50_000', '"1" * 200_000')
+    try:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the input guardrail was still reading a 200,000-digit message after 120 s")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "completed GC content: 50%."
