@@ -212,3 +212,20 @@ def test_a_long_run_of_digits_does_not_stall_the_jailbreak_guardrail() -> None:
         pytest.fail("the input guardrail was still reading a 200,000-digit message after 120 s")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "completed GC content: 50%."
+
+
+def test_a_long_base64_looking_run_does_not_stall_the_jailbreak_guardrail() -> None:
+    """The same for a run the scan reads as base64 (`1a1a...`, a pasted token or hash): it looked
+    for two words in what the run decodes to with a pattern tried from every letter, each to the
+    word's end (400,000 characters: several minutes). It now looks for two letters, a gap, two
+    letters: the same test, in linear time."""
+    import subprocess
+    import sys
+
+    script = _LONG_RUN.replace('"ACGT" * 50_000', '"1a" * 200_000')
+    try:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the input guardrail was still reading a 400,000-character token after 120 s")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "completed GC content: 50%."
