@@ -384,10 +384,13 @@ def jail_args(jail: Jail, bwrap: str) -> list[str]:
         args += ["--ro-bind", str(cwd), str(cwd)]
     args += _writable_args(jail)
     hidden = [path for path in jail.hidden if not inside(cwd, path)]  # a workspace in one: the user's choice
+    covered = set(hidden)
     for path in hidden:
         # One inside another hidden folder is hidden with it (bubblewrap could not make its mount
-        # point in that folder's read-only cover: every command failed).
-        if not any(other in path.parents for other in hidden):
+        # point in that folder's read-only cover: every command failed). Looked up by its parents,
+        # not by every other path: a process that made thousands of stores (each kept from commands)
+        # spent minutes here on every command.
+        if not any(parent in covered for parent in path.parents):
             args += _hide(path)
     for source, target in jail.binds:
         args += ["--bind", str(source), target]
