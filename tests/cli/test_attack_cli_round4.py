@@ -119,15 +119,17 @@ def test_an_answer_piped_to_head_still_ends_with_the_summary_line(
         env,
         first=1 if scenario == "essay" else 0,  # the plan's short answer fits in the pipe whole
     )
-    assert code == 141, err
     assert "Traceback" not in err
     summary = [line for line in err.splitlines() if line.startswith("[")]
     assert len(summary) == 1 and "run_" in summary[0], err
     run_id = summary[0].rsplit(" ", 1)[-1]
     if "[interrupted]" in summary[0]:
-        assert "stdout" in summary[0] and f"tether resume {run_id}" in err
+        assert code == 141 and "stdout" in summary[0] and f"tether resume {run_id}" in err
     else:
-        assert summary[0].startswith("[completed]")
+        # The essay (1.8 KB) fits in the pipe: on a loaded machine the reader may take its byte
+        # after all of it was written, and then nothing fails (exit 0, as a shell's would be).
+        assert summary[0].startswith("[completed]") and code in (0, 141), (code, err)
+    assert code == 141 or scenario == "essay", (code, err)
 
 
 # --- `tether chat` with its messages piped in ----------------------------------------------------
