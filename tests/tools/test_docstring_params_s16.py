@@ -63,7 +63,7 @@ def test_each_parameter_s_words_go_into_the_schema_and_out_of_the_description(fn
 def test_the_google_description_keeps_its_body_and_what_it_returns() -> None:
     made = tool(_google)
     assert made.description == (
-        "Look up the weather.\n\nUses the forecast service.\n\nReturns: The forecast, one line a day."
+        "Look up the weather.\n\nUses the forecast service.\n\nReturns:\n    The forecast, one line a day."
     )
     assert made.input_schema["properties"]["city"]["description"] == (
         "The city, as the person wrote it.\nWithout its country."

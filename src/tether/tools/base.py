@@ -484,10 +484,46 @@ def _read_docstring(doc: str | None) -> tuple[str | None, dict[str, str]]:
     said = {p.arg_name: p.description.strip() for p in parsed.params if p.description and p.description.strip()}
     if not said:
         return doc, {}
-    text = (parsed.description or "").strip()
-    if parsed.returns is not None and parsed.returns.description:
-        text = f"{text}\n\nReturns: {parsed.returns.description.strip()}".strip()
+    # Only the parameters' section leaves the description: the parser keeps no Note:, Warning:,
+    # Examples or a reST directive (they were dropped, words written for the model).
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(_without_params(doc.splitlines()))).strip()
     return text or None, said
+
+
+_GOOGLE_PARAMS = re.compile(r"([ \t]*)(?:Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments)[ \t]*:[ \t]*")
+_NUMPY_PARAMS = re.compile(r"[ \t]*(?:Parameters|Other Parameters)[ \t]*")
+_RULE = re.compile(r"[ \t]*-{3,}[ \t]*")
+_REST_PARAM = re.compile(r"([ \t]*):(?:param|parameter|arg|argument|key|keyword|type)\b[^:]*:")
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _without_params(lines: list[str]) -> list[str]:
+    """A docstring's lines without its section for the parameters (Google, NumPy or reST)."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        google = _GOOGLE_PARAMS.fullmatch(line)
+        rest = _REST_PARAM.match(line)
+        if google or rest:  # to the next line indented no deeper than the section's (or field's) own
+            own = _indent(line)
+            i += 1
+            while i < len(lines) and (not lines[i].strip() or _indent(lines[i]) > own):
+                if not lines[i].strip() and rest:
+                    break
+                i += 1
+            continue
+        if _NUMPY_PARAMS.fullmatch(line) and i + 1 < len(lines) and _RULE.fullmatch(lines[i + 1]):
+            i += 2  # to the next section's title over its rule
+            while i < len(lines) and not (lines[i].strip() and i + 1 < len(lines) and _RULE.fullmatch(lines[i + 1])):
+                i += 1
+            continue
+        out.append(line)
+        i += 1
+    return out
 
 
 @overload
