@@ -60,3 +60,18 @@ def test_a_docstrings_other_sections_stay_in_the_description_when_its_parameters
     rest = tool(_rest_warned)
     assert "Never read /etc/shadow." in rest.description and "its text" in rest.description
     assert ":param" not in rest.description
+
+
+def _weather(city: str) -> str:
+    """Weather in a city."""
+    return "sun"
+
+
+def test_a_plain_function_added_to_an_agents_tools_after_it_was_made_is_a_tool_too() -> None:
+    # 1b171eb6 made a plain function a tool in Agent.__post_init__ only: one appended to
+    # agent.tools (or tools assigned) afterwards was refused as "not a tool" at the run's start.
+    agent = Agent(model="scripted", tools=[])
+    agent.tools.append(_weather)
+    assert list(agent.tool_map()) == ["_weather"]
+    agent.tools = [_weather, tool(_noted)]
+    assert sorted(agent.tool_map()) == ["_noted", "_weather"]

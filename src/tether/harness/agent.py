@@ -185,7 +185,8 @@ def _listed_tools(tools: Any) -> list[Any]:
     ):
         name = getattr(tools, "name", None) or getattr(tools, "__name__", None) or repr(tools)
         raise ConfigError(f"tools is a list of tools: write tools=[{name}]")
-    listed = list(tools)
+    # A plain function put in tools after the Agent was made (agent.tools.append(fn)) too.
+    listed = [_as_tool(t) for t in tools]
     for i, t in enumerate(listed):
         if hasattr(t, "execute") and hasattr(t, "name"):
             continue
