@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tether import Agent, tool
+from tether import Agent, run_sync, tool
 
 
 def _noted(city: str) -> str:
@@ -75,3 +75,38 @@ def test_a_plain_function_added_to_an_agents_tools_after_it_was_made_is_a_tool_t
     assert list(agent.tool_map()) == ["_weather"]
     agent.tools = [_weather, tool(_noted)]
     assert sorted(agent.tool_map()) == ["_noted", "_weather"]
+
+
+def test_a_sub_agents_cwd_the_parent_makes_during_its_run_is_not_refused_at_the_parents_start(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # f52692f5 refused an Agent whose cwd is no directory; the check also ran on every sub-agent
+    # when the parent's run started, so a child given a folder the parent makes first (a build or
+    # scratch folder) failed the parent before its model was asked. The child's own start checks it.
+    from tether.messages import UserMessage
+    from tether.testing import FunctionModel, Reply
+
+    build = tmp_path / "build"
+
+    def make_build_dir() -> str:
+        """Make the build folder."""
+        build.mkdir()
+        return "made"
+
+    seen_in_child: list[bool] = []
+
+    def child_model(messages, request):  # type: ignore[no-untyped-def]
+        seen_in_child.append(build.is_dir())
+        return "built"
+
+    builder = Agent(FunctionModel(child_model), cwd=build).as_tool("builder", "Builds in the build folder.")
+
+    def parent_model(messages, request):  # type: ignore[no-untyped-def]
+        if isinstance(messages[-1], UserMessage):
+            return Reply(calls=(("c1", "make_build_dir", {}),))
+        if len(messages) == 3:
+            return Reply(calls=(("c2", "builder", {"task": "build it"}),))
+        return "done"
+
+    parent = Agent(FunctionModel(parent_model), tools=[make_build_dir, builder])
+    result = run_sync(parent, "make the folder, then build")
+    assert result.status == "completed", result
+    assert seen_in_child == [True]

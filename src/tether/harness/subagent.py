@@ -508,7 +508,8 @@ class AgentTool:
         if id(self) in seen:  # an agent given itself as a tool: checked once
             return
         seen.add(id(self))
-        child = replace(self.agent, extensions=())
+        # Its cwd is checked when it starts: the parent may make that folder first.
+        child = replace(self.agent, extensions=(), cwd=None)
         if child.max_budget_usd is None and parent.max_budget_usd is not None:
             child = replace(child, max_budget_usd=parent.max_budget_usd)  # it is given a share of the parent's
         try:
