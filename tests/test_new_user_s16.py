@@ -160,3 +160,14 @@ def test_an_agent_whose_cwd_is_no_directory_is_refused_before_the_model_is_asked
             run_sync(Agent(fm, cwd=cwd), "list the files")
     assert asked == []
     assert run_sync(Agent(fm, cwd=tmp_path), "list the files").status == "completed"
+
+
+def test_a_lambda_in_tools_is_refused_saying_what_to_give() -> None:
+    # Wrapped as a plain function it became a tool named '<lambda>', which every provider refuses
+    # as a tool name only when the model is asked.
+    from tether.errors import ConfigError
+
+    with pytest.raises(
+        ConfigError, match=r"tools\[0\] .*<lambda>.* is not a tool: give a function decorated with @tool"
+    ):
+        run_sync(Agent("scripted/hello", tools=[lambda city: city]), "hi")

@@ -190,6 +190,8 @@ def _listed_tools(tools: Any) -> list[Any]:
     for i, t in enumerate(listed):
         if hasattr(t, "execute") and hasattr(t, "name"):
             continue
+        if getattr(t, "__name__", None) == "<lambda>":
+            raise ConfigError(f"tools[{i}] is a lambda, which has no name to be called by: define it with def")
         raise ConfigError(
             f"tools[{i}] ({t!r:.60}) is not a tool: give a function decorated with @tool, or an object with "
             "name, description, input_schema and execute(input, ctx) (tether.Tool)"
@@ -203,8 +205,8 @@ def _as_tool(item: Any) -> Any:
 
     if hasattr(item, "execute") and hasattr(item, "name"):
         return item
-    if inspect.isfunction(item) or inspect.ismethod(item):
-        from tether.tools.base import tool
+    if (inspect.isfunction(item) or inspect.ismethod(item)) and item.__name__.isidentifier():
+        from tether.tools.base import tool  # (a lambda has no name the model could call it by)
 
         return tool(item)
     return item  # tool_map says what is wrong with it
