@@ -168,6 +168,6 @@ def test_a_lambda_in_tools_is_refused_saying_what_to_give() -> None:
     from tether.errors import ConfigError
 
     with pytest.raises(
-        ConfigError, match=r"tools\[0\] .*<lambda>.* is not a tool: give a function decorated with @tool"
+        ConfigError, match=r"tools\[0\] is a lambda, which has no name to be called by: define it with def"
     ):
         run_sync(Agent("scripted/hello", tools=[lambda city: city]), "hi")
