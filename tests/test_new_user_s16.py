@@ -171,3 +171,22 @@ def test_a_lambda_in_tools_is_refused_saying_what_to_give() -> None:
         ConfigError, match=r"tools\[0\] is a lambda, which has no name to be called by: define it with def"
     ):
         run_sync(Agent("scripted/hello", tools=[lambda city: city]), "hi")
+
+
+def test_the_callers_list_of_tools_stays_the_agents() -> None:
+    # Wrapping plain functions made every agent's tools a new list: a tool the caller appended to
+    # its own list after making the agent no longer reached it, and a tuple became a list.
+    from tether.tools.files import FILE_TOOLS
+
+    mine = list(FILE_TOOLS)
+    agent = Agent("scripted/hello", tools=mine)
+    assert agent.tools is mine
+
+    def weather(city: str) -> str:
+        """Today's forecast for a city."""
+        return city
+
+    mine.append(tool(weather))
+    assert "weather" in agent.tool_map()
+    kept = tuple(FILE_TOOLS)
+    assert Agent("scripted/hello", tools=kept).tools is kept

@@ -139,8 +139,15 @@ class Agent:
         # A plain function in tools is a tool as @tool makes it (Pydantic AI and LangChain take them
         # so): its name, its docstring, its parameters' types. @tool(read_only=True) or
         # @tool(needs_approval=True) say more about how it may run.
+        # The caller's list stays the agent's (one appended to later is seen, as before): only a
+        # list that holds a plain function has it replaced, in place.
         if isinstance(self.tools, list | tuple):
-            self.tools = [_as_tool(t) for t in self.tools]
+            wrapped = [_as_tool(t) for t in self.tools]
+            if any(w is not t for w, t in zip(wrapped, self.tools, strict=True)):
+                if isinstance(self.tools, list):
+                    self.tools[:] = wrapped
+                else:
+                    self.tools = tuple(wrapped)
 
     def as_tool(self, name: str, description: str, *, max_depth: int = 4) -> Any:
         """This agent as a tool another agent can call (see tether.harness.subagent). A call that
