@@ -16,8 +16,6 @@ from typing import Any
 import httpx
 import pytest
 
-pytest.importorskip("fastapi", reason="needs tether[serve] (the [test] extra installs it)")
-
 from tests.server.conftest import EXAMPLE_WORKSPACE, read_events, wait_until
 from tests.server.test_api import _waiting_run, finish, send, start_session
 from tests.server.test_restart import Process
@@ -232,7 +230,6 @@ def _rss_mb() -> float:
     raise AssertionError("no VmRSS in /proc/self/status")
 
 
-@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the process's memory from /proc")
 def test_clients_that_read_a_live_runs_long_log_slowly_do_not_each_hold_all_of_it(served: Any) -> None:
     """A live run's stream opened from 0 (a page reloaded) wrote every event the run had so far in
     one write: its whole log as one string, which the server kept until a slow client had taken it.

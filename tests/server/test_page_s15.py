@@ -7,9 +7,6 @@ import re
 from typing import Any
 
 import pytest
-
-pytest.importorskip("playwright", reason="drives Chromium through Playwright, which the [test] extra installs")
-
 from playwright.sync_api import Page, Route, expect
 
 from tests.server.conftest import NEEDS_CHROMIUM

@@ -8,10 +8,6 @@ import signal
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-pytest.importorskip("playwright", reason="drives Chromium through Playwright, which the [test] extra installs")
-
 from playwright.sync_api import Page, expect
 
 from tests.server.conftest import EXAMPLE_WORKSPACE, NEEDS_CHROMIUM, read_events

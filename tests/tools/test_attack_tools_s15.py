@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from tests.tools.sandboxed import needs_sandbox
 from tether import Agent, run_sync
 from tether.cancel import CancelSignal
 from tether.messages import AssistantMessage, Message, ToolCallPart, ToolMessage
@@ -37,7 +38,6 @@ from tether.testing import FunctionModel
 from tether.tools import files
 from tether.tools.base import ToolContext, ToolError, tool, validate_arguments
 from tether.tools.files import edit_file
-from tether.tools.sandbox import sandbox_status
 from tether.tools.shell import RunCommand, ShellSettings
 from tether.tools.web import WebFetch, WebSettings
 
@@ -69,10 +69,7 @@ def outside() -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.mark.skipif(
-    not sandbox_status().available,
-    reason="needs bubblewrap and user namespaces to build the sandbox (.ci/run installs bubblewrap)",
-)
+@needs_sandbox
 def test_a_key_linked_into_a_hidden_folder_is_hidden_where_it_is_kept(
     outside: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -97,10 +94,7 @@ def test_a_key_linked_into_a_hidden_folder_is_hidden_where_it_is_kept(
     assert "hidden by the sandbox" in text  # and the model is told why it could not read them
 
 
-@pytest.mark.skipif(
-    not sandbox_status().available,
-    reason="needs bubblewrap and user namespaces to build the sandbox (.ci/run installs bubblewrap)",
-)
+@needs_sandbox
 def test_a_command_cannot_move_a_secret_out_of_its_hidden_path(outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """tether run in the home: the sandbox hides ``.local/share/tether`` and ``.config/gcloud`` by
     their paths, so a command that renamed a folder above them (``mv .local .l``) made the next

@@ -26,21 +26,16 @@ from typing import Any
 
 import pytest
 
+from tests.tools.sandboxed import needs_sandbox
 from tether.cancel import CancelSignal
 from tether.harness.store import RunStore
 from tether.messages import TextPart, UserMessage
 from tether.sessions import JsonlSessionStore, SqliteSessionStore
 from tether.tools import files
 from tether.tools.base import ToolContext, ToolError, validate_arguments
-from tether.tools.sandbox import sandbox_status
 from tether.tools.shell import RunCommand, ShellSettings
 from tether.tools.web import SearxngBackend, WebSearch
 from tether.tracing import JsonlTracer
-
-needs_sandbox = pytest.mark.skipif(
-    not sandbox_status().available,
-    reason="needs bubblewrap and user namespaces to build the sandbox (.ci/run installs bubblewrap)",
-)
 
 
 def call(t: Any, cwd: Path, arguments: dict[str, Any]) -> Any:
@@ -76,9 +71,11 @@ def test_stores_and_traces_kept_outside_tethers_home_are_hidden_from_commands(
     JsonlSessionStore(data / "sessions").append(
         "s1", [UserMessage(content=(TextPart(text="JSONL-CONVERSATION-SECRET"),))]
     )
-    SqliteSessionStore(data / "sessions.db").append(
-        "s1", [UserMessage(content=(TextPart(text="SQLITE-CONVERSATION-SECRET"),))]
-    )
+    # Held open through the command, as a server holds it: its -wal is there the whole time (one
+    # let go was closed whenever the collector came, and its -wal vanished while the sandbox was
+    # being built).
+    held = SqliteSessionStore(data / "sessions.db")
+    held.append("s1", [UserMessage(content=(TextPart(text="SQLITE-CONVERSATION-SECRET"),))])
     RunStore(data / "runs")
     (data / "runs").mkdir(exist_ok=True)  # made at a run's first save
     (data / "runs" / "r1.json").write_text("RUN-TRANSCRIPT-SECRET")
@@ -94,6 +91,8 @@ def test_stores_and_traces_kept_outside_tethers_home_are_hidden_from_commands(
 
     assert "SECRET" not in said.replace("grep -ra SECRET", "")
     assert "beside the stores, not tether's" in said  # the command ran, and the folder is not hidden whole
+    assert (data / "sessions.db-wal").exists()
+    del held
 
 
 @needs_sandbox

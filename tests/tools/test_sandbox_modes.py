@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.tools.sandboxed import needs_sandbox
 from tether.cancel import CancelSignal
 from tether.errors import ConfigError
 from tether.tools import _jail, _sandbox
@@ -28,7 +29,6 @@ from tether.tools.sandbox import sandbox_status
 from tether.tools.shell import RunCommand, RunCommandUnsandboxed, ShellSettings
 
 LINUX = sys.platform.startswith("linux")
-needs_sandbox = pytest.mark.skipif(not sandbox_status().available, reason=f"no sandbox: {sandbox_status().why_not}")
 
 
 @pytest.fixture

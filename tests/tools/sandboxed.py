@@ -1,0 +1,12 @@
+"""What the sandbox tests share: the mark for a test that needs the OS sandbox built here."""
+
+from __future__ import annotations
+
+import pytest
+
+from tether.tools.sandbox import sandbox_status
+
+# .ci/run installs bubblewrap; a machine without it (or without user namespaces) cannot build the sandbox.
+needs_sandbox = pytest.mark.skipif(
+    not sandbox_status().available, reason=f"no sandbox here: {sandbox_status().why_not}"
+)
