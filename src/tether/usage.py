@@ -11,7 +11,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["CATALOG", "ModelInfo", "Price", "Usage", "cost_usd", "lookup_price", "model_info"]
+__all__ = ["CATALOG", "ModelInfo", "Price", "Usage", "cost_usd", "lookup_price", "model_info", "unknown_price"]
 
 
 class Usage(BaseModel):
@@ -153,3 +153,24 @@ def lookup_price(model: str, overrides: dict[str, Price] | None = None) -> Price
 def cost_usd(usage: Usage, price: Price | None) -> float:
     """Cost of ``usage``; zero only when no price is known (callers with a budget refuse that)."""
     return price.cost(usage) if price is not None else 0.0
+
+
+def unknown_price(name: str, *, primary: bool, fallback: bool) -> str:
+    """Why a budget cannot be kept with ``name`` (no price known), and the fix that works for it:
+    ``Agent(price=...)`` prices the primary model only, so any other model's is given in
+    ``Agent(prices=...)`` (told to pass ``price=``, a person who had passed it got the same error
+    again); a name one typo away from a model the catalog prices is named."""
+    import difflib
+
+    role = "the fallback model " if fallback else ""
+    code = (
+        "Agent(price=Price(input=..., output=...))"
+        if primary
+        else f"Agent(prices={{{name!r}: Price(input=..., output=...)}})"
+    )
+    near = difflib.get_close_matches(name, [m for m in CATALOG if "/" in m], n=1, cutoff=0.9)
+    guess = f" (did you mean {near[0]}? tether knows its price)" if near else ""
+    return (
+        f"max_budget_usd is set but the price of {role}{name} is unknown{guess}: add it under "
+        f'[models."{name}"] in config.toml (input/output dollars per million tokens) or pass {code}'
+    )

@@ -136,11 +136,14 @@ class Agent:
     description: str = ""  # what the agent is for, in a line (shown by `tether serve`'s page and API)
 
     def __post_init__(self) -> None:
-        # A plain function in tools is a tool as @tool makes it (Pydantic AI and LangChain take them
-        # so): its name, its docstring, its parameters' types. @tool(read_only=True) or
-        # @tool(needs_approval=True) say more about how it may run.
-        # The caller's list stays the agent's (one appended to later is seen, as before): only a
-        # list that holds a plain function has it replaced, in place.
+        self._take_plain_functions()
+
+    def _take_plain_functions(self) -> None:
+        """A plain function in tools is a tool as @tool makes it (Pydantic AI and LangChain take
+        them so): its name, its docstring, its parameters' types; @tool(read_only=True) or
+        @tool(needs_approval=True) say more about how it may run. Made once, here and for one put in
+        later (``agent.tools.append(fn)``) at the next run. The caller's list stays the agent's:
+        only a list that holds a plain function has it replaced, in place."""
         if isinstance(self.tools, list | tuple):
             wrapped = [_as_tool(t) for t in self.tools]
             if any(w is not t for w, t in zip(wrapped, self.tools, strict=True)):
@@ -160,6 +163,7 @@ class Agent:
         """The tools by name; two of one name are a :class:`~tether.errors.ConfigError` naming where
         each came from (``Agent.tools``, or an extension's ``tool_origin``), so the person knows
         which one to rename or leave out."""
+        self._take_plain_functions()
         given = [(t, f"the agent's tool {_defined_by(t)} (in Agent.tools)") for t in _listed_tools(self.tools)]
         for ext in self.extensions:
             origin = getattr(ext, "tool_origin", None)
@@ -192,8 +196,7 @@ def _listed_tools(tools: Any) -> list[Any]:
     ):
         name = getattr(tools, "name", None) or getattr(tools, "__name__", None) or repr(tools)
         raise ConfigError(f"tools is a list of tools: write tools=[{name}]")
-    # A plain function put in tools after the Agent was made (agent.tools.append(fn)) too.
-    listed = [_as_tool(t) for t in tools]
+    listed = list(tools)
     for i, t in enumerate(listed):
         if hasattr(t, "execute") and hasattr(t, "name"):
             continue

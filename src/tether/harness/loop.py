@@ -57,7 +57,7 @@ from tether.providers.registry import instance_model, resolve_provider
 from tether.sessions import SessionStore, check_session_id
 from tether.status import EMPTY_ANSWER, RESUMABLE, RunResult
 from tether.tokens import count_tokens, counter_for, encoding, encoding_loaded
-from tether.usage import CATALOG, Usage, lookup_price
+from tether.usage import Usage, lookup_price, unknown_price
 
 __all__ = ["run", "run_stream", "run_sync"]
 
@@ -86,29 +86,8 @@ def _candidate(agent: Agent, model: Any, primary: bool) -> Candidate:
     overrides = dict(getattr(agent.settings, "prices", None) or {}) | dict(agent.prices)
     price = (agent.price if primary else None) or getattr(provider, "price", None) or lookup_price(name, overrides)
     if agent.max_budget_usd is not None and price is None:
-        raise ConfigError(_unknown_price(name, primary, fallback))
+        raise ConfigError(unknown_price(name, primary=primary, fallback=fallback))
     return Candidate(provider, model_id, name, price)
-
-
-def _unknown_price(name: str, primary: bool, fallback: bool) -> str:
-    """Why a budget cannot be kept with ``name``, and the fix that works for it: ``Agent(price=...)``
-    prices the primary model only, so a fallback's is given in ``Agent(prices=...)`` (told to pass
-    ``price=``, a person who had passed it got the same error again); a name one typo away from a
-    model the catalog prices is named."""
-    import difflib
-
-    role = "the fallback model " if fallback else ""
-    code = (
-        "Agent(price=Price(input=..., output=...))"
-        if primary
-        else f"Agent(prices={{{name!r}: Price(input=..., output=...)}})"
-    )
-    near = difflib.get_close_matches(name, [m for m in CATALOG if "/" in m], n=1, cutoff=0.9)
-    guess = f" (did you mean {near[0]}? tether knows its price)" if near else ""
-    return (
-        f"max_budget_usd is set but the price of {role}{name} is unknown{guess}: add it under "
-        f'[models."{name}"] in config.toml (input/output dollars per million tokens) or pass {code}'
-    )
 
 
 def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateStore | None) -> RunContext:
