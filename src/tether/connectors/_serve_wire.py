@@ -27,12 +27,13 @@ answers with its run id instead of the SDK's bare "Connection closed".
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import re
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from io import TextIOWrapper
 from typing import Any
 
@@ -351,11 +352,14 @@ _SESSION_HEADER = "mcp-session-id"
 ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 
 
-def checked_posts(app: ASGIApp, lowlevel: Any, security: Any) -> ASGIApp:
+def checked_posts(app: ASGIApp, lowlevel: Any, security: Any, answering: set[asyncio.Task[Any]]) -> ASGIApp:
     """``app`` (the SDK's streamable-HTTP endpoint) with each POST's message checked first, as a
     stdio line is: one that is not a single JSON-RPC 2.0 message, or a request under a running
     one's id, gets its error (HTTP 400) and never reaches the SDK. A request the SDK refuses with
-    its own status (a host that is not let in, a session it does not know) is left to it."""
+    its own status (a host that is not let in, a session it does not know) is left to it.
+
+    Each request let through is in ``answering`` (its task) until its answer is written, so a
+    server that stops can wait for the answers to leave before it closes their streams."""
     from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecurityMiddleware
     from starlette.requests import Request
     from starlette.responses import Response
@@ -395,12 +399,26 @@ def checked_posts(app: ASGIApp, lowlevel: Any, security: Any) -> ASGIApp:
             await send(event)
 
         try:
-            await app(scope, replay, watch)
+            with _answering(answering, message):
+                await app(scope, replay, watch)
         finally:
             if claimed and (not status or status[0] >= 400):  # refused before it ran: no middleware freed it
                 in_flight.release(session, message["id"])
 
     return checked
+
+
+@contextlib.contextmanager
+def _answering(tasks: set[asyncio.Task[Any]], message: Any) -> Iterator[None]:
+    """The request's task in ``tasks`` while it is answered (a notification's is not)."""
+    task = asyncio.current_task() if _is_request(message) else None
+    if task is not None:
+        tasks.add(task)
+    try:
+        yield
+    finally:
+        if task is not None:
+            tasks.discard(task)
 
 
 def _unknown_version(version: str | None, message: Any) -> types.JSONRPCError | None:

@@ -671,10 +671,10 @@ def _check_sdk() -> None:
 
 
 # The agent runs under way (their jobs), waited for when `mcp serve --http` stops: at most
-# _STOPPING_S, then a few turns of the loop for each call to write its answer.
+# _STOPPING_S; then the requests still answering (their tasks), at most _ANSWERING_S.
 _UNDER_WAY: "set[asyncio.Future[Any]]" = set()
 _STOPPING_S = 10.0
-_ANSWERS_WRITTEN = 20
+_ANSWERING_S = 5.0
 
 
 def _serve_http(settings: "Settings", args: argparse.Namespace) -> int:
@@ -706,7 +706,8 @@ def _serve_http(settings: "Settings", args: argparse.Namespace) -> int:
     server = build_server(settings, agent_spec=args.agent, tokens=tokens, issuer=url, stop=stop)
     security = _host_check(host, remote)
     app = server.streamable_http_app(streamable_http_path=MCP_PATH, transport_security=security)
-    _check_posts(app, server, security)
+    answering: set[asyncio.Task[Any]] = set()
+    _check_posts(app, server, security, answering)
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
     print(
         f"tether mcp serve: MCP over streamable HTTP at {url}{MCP_PATH} "
@@ -716,23 +717,37 @@ def _serve_http(settings: "Settings", args: argparse.Namespace) -> int:
     )
     http = uvicorn.Server(config)
     shutdown = http.shutdown
+    # sse_starlette ends every open event stream within 0.5 s of the signal on its own, which cut the
+    # answers of the calls whose runs were still stopping (the client read an empty stream): here
+    # the streams end when the answers are written (below), not before.
+    from sse_starlette.sse import AppStatus  # the mcp package's own dependency
+
+    draining, AppStatus.enable_automatic_graceful_drain = AppStatus.enable_automatic_graceful_drain, False
 
     async def runs_first(sockets: Any = None) -> None:
         # Ctrl-C or SIGTERM: the runs under way stop first and each call answers with its run (the
         # SDK's own answer, "Connection closed", never reached a client whose stream was open).
-        # They are waited for (a stopping run saves how it stopped) before the connections close.
+        # They are waited for (a stopping run saves how it stopped), then their answers' writing,
+        # before the streams left (a client's GET, which never ends by itself) and connections close.
         stop.cancel("the server was stopped (Ctrl-C or SIGTERM) before the run ended")
         if _UNDER_WAY:
             await asyncio.wait(set(_UNDER_WAY), timeout=_STOPPING_S)
-        for _ in range(_ANSWERS_WRITTEN):  # each call returns its run, and the SDK writes it
-            await asyncio.sleep(0)
+        if answering:
+            await asyncio.wait(set(answering), timeout=_ANSWERING_S)
+        AppStatus.should_exit = True
         await shutdown(sockets=sockets)
 
     http.shutdown = runs_first  # type: ignore[method-assign]
-    return _until_stopped(lambda: http.serve(sockets=[sock]))
+    try:
+        return _until_stopped(lambda: http.serve(sockets=[sock]))
+    finally:
+        AppStatus.should_exit = False  # process-wide: a server started after this one in the process
+        AppStatus.enable_automatic_graceful_drain = draining
 
 
-def _check_posts(app: Any, server: "MCPServer", security: "TransportSecuritySettings") -> None:
+def _check_posts(
+    app: Any, server: "MCPServer", security: "TransportSecuritySettings", answering: "set[asyncio.Task[Any]]"
+) -> None:
     """Each POST to ``/mcp`` checked as a stdio line is (tether.connectors._serve_wire), after the
     bearer token (a stranger learns nothing from how a message is refused)."""
     from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
@@ -741,7 +756,7 @@ def _check_posts(app: Any, server: "MCPServer", security: "TransportSecuritySett
 
     route = next(r for r in app.routes if getattr(r, "path", None) == MCP_PATH)
     holder = route.app if isinstance(route.app, RequireAuthMiddleware) else route
-    holder.app = checked_posts(holder.app, server._lowlevel_server, security)
+    holder.app = checked_posts(holder.app, server._lowlevel_server, security, answering)
 
 
 def _refusal(host: str, remote: bool, allow_remote: bool, store: "SqliteServerStore") -> str | None:
