@@ -133,7 +133,9 @@ def _one_blas_thread() -> None:
     matrix products (the local embedder's numpy interpreter), where a second thread gives little
     on an idle machine and, spinning while it waits, doubled a search on a busy one (0.35 -> 0.70 s
     with two other busy processes on 2 cores). Other commands leave it alone: an agent's own tools
-    may want every core."""
+    may want every core. Only for the process's own command: OpenBLAS reads the variable once, when
+    numpy loads, so a program that calls main() (a test, an app embedding tether) would have every
+    later numpy of its own, and every child it starts, held to one thread; it keeps its setting."""
     import os
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -276,7 +278,7 @@ def _main(argv: list[str] | None) -> int:
     args, extras = parser.parse_known_args(argv)
     if extras:
         _unrecognized(parser, args, extras)
-    if args.command == "kb":
+    if args.command == "kb" and own_command:
         _one_blas_thread()
     if args.command is None:  # a bare `tether`: what it can do, not an error
         parser.print_help()
