@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from tether.cli.common import positive_float, positive_int, stops_in_words, usage_error
 from tether.cli.common import settings as load_settings
@@ -124,7 +125,10 @@ def add_parsers(sub: Any) -> None:
     fill.set_defaults(handler=cmd_fill)
 
     search = ks.add_parser("search", help="search the base")
-    search.add_argument("query", metavar="QUERY")
+    # Optional here, so that a query argparse takes for an option (-SK-77) is "unrecognized", which
+    # _dash_hint answers with the `--` it needs; a search with no query at all says so in cmd_search.
+    search.add_argument("query", metavar="QUERY", nargs="?", help="a query starting with '-' goes after --")
+    _dash_hint(search)
     search.add_argument(
         "--mode",
         choices=MODES,
@@ -160,6 +164,21 @@ def add_parsers(sub: Any) -> None:
     drop.set_defaults(handler=cmd_drop)
     for p in (add, fill, search, listing, rm, stats):  # --name after the command works too
         p.add_argument("--name", "--kb", dest="name", type=kb_name, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+def _dash_hint(parser: argparse.ArgumentParser) -> None:
+    """``parser``'s errors for an argument starting with ``-`` that it does not know also say how to
+    search for it: ``tether kb search -SK-77`` (an error code, a part number) was "the following
+    arguments are required: QUERY", with no word of ``--``."""
+    said = parser.error
+
+    def error(message: str) -> NoReturn:
+        found = re.match(r"unrecognized arguments: (-\S*)", message)
+        if found and "did you mean" not in message:
+            message += f"; a query that starts with '-' goes after --: tether kb search -- {found.group(1)}"
+        said(message)
+
+    parser.error = error  # type: ignore[method-assign]
 
 
 def _bar(done: int, total: int, label: str) -> None:
@@ -513,6 +532,8 @@ def cmd_fill(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     from tether.errors import UserError
 
+    if args.query is None:
+        raise usage_error("no query: tether kb search WORDS (a query that starts with '-' goes after --)")
     with contextlib.closing(open_kb(load_settings(), args.name)) as kb:
         try:
             result = kb.search(args.query, mode=args.mode, k=args.k, alpha=args.alpha, filters=dict(args.filter))
