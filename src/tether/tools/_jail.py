@@ -249,6 +249,16 @@ def _hide(path: Path) -> list[str]:
     return ["--ro-bind", "/dev/null", str(path)]
 
 
+def cover_lost(code: int | None, output: bytes, hidden: Iterable[Path]) -> bool:
+    """Whether bubblewrap stopped while building the sandbox (the command never ran) because a
+    hidden path vanished after the sandbox's arguments were made: its one line of output names the
+    path, which is gone. Building it again, from a new listing, then runs the command."""
+    if code != 1 or not output.startswith(b"bwrap: ") or output.rstrip(b"\n").count(b"\n"):
+        return False
+    said = output.decode(errors="replace")
+    return any(str(path) in said and not os.path.lexists(path) for path in hidden)
+
+
 def git_dir_elsewhere(dot_git: Path) -> Path | None:
     """The repository folder a ``.git`` link, or a ``.git`` file (``gitdir: PATH``, as a submodule or
     a worktree has), leads to: git runs its config and hooks as it would a ``.git`` folder's."""
@@ -383,7 +393,10 @@ def jail_args(jail: Jail, bwrap: str) -> list[str]:
     if not jail.write_cwd:  # shown again, read-only, when it is under /tmp or a hidden home
         args += ["--ro-bind", str(cwd), str(cwd)]
     args += _writable_args(jail)
-    hidden = [path for path in jail.hidden if not inside(cwd, path)]  # a workspace in one: the user's choice
+    # A workspace in one: the user's choice. One gone since it was listed (SQLite removes a -journal,
+    # or a -wal when its last connection closes) hides nothing, and its cover would fail bubblewrap's
+    # setup (no mount point can be made in the read-only root) or leave an empty file where it was.
+    hidden = [path for path in jail.hidden if not inside(cwd, path) and os.path.lexists(path)]
     covered = set(hidden)
     for path in hidden:
         # One inside another hidden folder is hidden with it (bubblewrap could not make its mount

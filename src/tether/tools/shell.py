@@ -381,7 +381,7 @@ def _jail_for(
 
 
 async def _start_argv(
-    command: str, ctx: ToolContext, settings: ShellSettings, status: SandboxStatus, proxy: NetProxy | None
+    command: str, ctx: ToolContext, settings: ShellSettings, status: SandboxStatus, proxy_dir: Path | None
 ) -> tuple[list[str], list[Path], _gitguard.Survey | None]:
     """The argv for ``command``, in the sandbox ``status`` says or outside it (mode off), the
     paths hidden from it, and the repositories in what it may write (workspace-write)."""
@@ -391,7 +391,6 @@ async def _start_argv(
     if bwrap is None:  # removed since the probe: refuse rather than run unconfined
         raise ToolError("refused: the sandbox (bubblewrap) is no longer installed; the command was not run.")
     inner = ["/bin/sh", "-c", command]
-    proxy_dir = await proxy.start() if proxy is not None else None
     if proxy_dir is not None:
         inner = [sys.executable, "-I", "-S", str(_BRIDGE), f"{_PROXY_DIR}/{SOCKET_NAME}", *inner]
 
@@ -413,6 +412,19 @@ def _unsandboxed(status: SandboxStatus) -> SandboxStatus:
     return dataclasses.replace(status, mode="off", network=())
 
 
+def _refuse_unrunnable(command: str, ctx: ToolContext) -> None:
+    """A ToolError, in words, for a command that cannot start whatever the sandbox."""
+    if "\0" in str(ctx.cwd) or "\0" in command:  # the kernel cannot take it: nothing starts
+        where = "the working directory" if "\0" in str(ctx.cwd) else "the command"
+        raise ToolError(f"the command did not run: {where} contains a NUL character, which no path or command can hold")
+    if not os.path.isdir(ctx.cwd):  # removed during the run (or a file put there): say so, not a bare errno
+        what = "is not a directory" if os.path.lexists(ctx.cwd) else "no longer exists"
+        raise ToolError(
+            f"the command did not run: the working directory {ctx.cwd} {what}. No command can run until "
+            "it is back; tell the user."
+        )
+
+
 async def run_sandboxed(
     command: str, ctx: ToolContext, settings: ShellSettings, *, outside: bool = False
 ) -> tuple[int | None, bytes, str]:
@@ -427,15 +439,7 @@ async def run_sandboxed(
     is killed and the error raised, so nothing runs unrecorded. On Linux the process is tied to the
     thread that runs the event loop: it dies if that thread, or tether, ends first.
     """
-    if "\0" in str(ctx.cwd) or "\0" in command:  # the kernel cannot take it: nothing starts
-        where = "the working directory" if "\0" in str(ctx.cwd) else "the command"
-        raise ToolError(f"the command did not run: {where} contains a NUL character, which no path or command can hold")
-    if not os.path.isdir(ctx.cwd):  # removed during the run (or a file put there): say so, not a bare errno
-        what = "is not a directory" if os.path.lexists(ctx.cwd) else "no longer exists"
-        raise ToolError(
-            f"the command did not run: the working directory {ctx.cwd} {what}. No command can run until "
-            "it is back; tell the user."
-        )
+    _refuse_unrunnable(command, ctx)
     status = sandbox_status(settings)
     if outside:
         status = _unsandboxed(status)
@@ -452,9 +456,16 @@ async def run_sandboxed(
     survey: _gitguard.Survey | None = None
     started = 0
     try:
-        argv, hidden, survey = await _start_argv(command, ctx, settings, status, proxy)
-        started = time.time_ns()
-        code, output, note = await _run(argv, env, ctx, settings)
+        proxy_dir = await proxy.start() if proxy is not None else None
+        for _attempt in range(2):
+            argv, hidden, survey = await _start_argv(command, ctx, settings, status, proxy_dir)
+            started = time.time_ns()
+            code, output, note = await _run(argv, env, ctx, settings)
+            # A hidden path vanished between the listing and bubblewrap's start (SQLite removes a
+            # -journal, or a -wal when its last connection closes): the command never ran, so once
+            # more, listed again. Once: a second such loss is said as it is. (Outside it, none is hidden.)
+            if not _jail.cover_lost(code, output, hidden):
+                break
     except BaseException:  # stopped: what the command wrote into a repository is still taken out
         if survey is not None:
             _git_note(_checked(survey, started, ctx), survey, ctx)
