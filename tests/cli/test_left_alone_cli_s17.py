@@ -26,3 +26,28 @@ def test_kb_called_in_process_leaves_the_programs_blas_threads_alone(
     code, out, _ = run_main("kb", "search", "--mode", "vector", "valve", capsys=capsys)
     assert code == 0 and "sixteen bar" in out
     assert "OPENBLAS_NUM_THREADS" not in os.environ
+
+
+def test_memory_clear_removes_the_copies_kept_of_a_damaged_file_and_says_so(
+    tether_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: ``tether memory clear`` emptied notes.md but left ``notes.md.damaged-<time>``, the copy
+    of the file as it was when a write found it not UTF-8, holding every old note: a person who
+    cleared their memory still had it on disk, and was not told. A file of their own beside it stays."""
+    assert run_main("memory", "add", "first note", capsys=capsys)[0] == 0
+    notes = tether_home / "memory" / "notes.md"
+    with notes.open("ab") as f:
+        f.write(b"- the door code is kept \xff\xfe here\n")
+    assert run_main("memory", "add", "second note", capsys=capsys)[0] == 0
+    copies = list(notes.parent.glob("notes.md.damaged-*"))
+    assert len(copies) == 1 and b"first note" in copies[0].read_bytes()
+    mine = notes.parent / "notes.md.damaged-by-hand.txt"
+    mine.write_text("the person's own file")
+
+    code, out, _ = run_main("memory", "clear", "--notes", "--yes", capsys=capsys)
+
+    assert code == 0
+    assert not copies[0].exists()
+    assert f"Removed 1 damaged copy of it: {copies[0]}" in out
+    assert mine.exists()
+    assert "first note" not in "".join(p.read_text(errors="replace") for p in notes.parent.iterdir() if p != mine)

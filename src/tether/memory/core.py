@@ -267,12 +267,20 @@ class Memory(Extension):
         )
 
     def clear(self, store: str) -> Change:
+        """Empty ``store``, and remove the copies of its file kept when it was found damaged (not
+        UTF-8): a clear forgets what was remembered, wherever it was kept."""
         s = self.store(store)
         with s.edit() as entries:
             count = len(entries)
             entries.clear()
+        # Copies of the file kept when it was found damaged hold the old entries too: forgotten with them.
+        copies = s.drop_damaged_copies() if isinstance(s, TextStore) else []
         noun = "entry" if count == 1 else "entries"
-        return Change(store, "clear", "", count > 0, s.usage([]), f"Cleared {store} ({count} {noun}).")
+        message = f"Cleared {store} ({count} {noun})."
+        if copies:
+            kind = "copy" if len(copies) == 1 else "copies"
+            message += f" Removed {len(copies)} damaged {kind} of it: {', '.join(str(c) for c in copies)}."
+        return Change(store, "clear", "", count > 0 or bool(copies), s.usage([]), message)
 
     def _checked(self, text: str, s: MemoryStore, *, adding: bool) -> str:
         if not isinstance(text, str):

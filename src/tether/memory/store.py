@@ -14,8 +14,8 @@ it, never read through, written through or waited on.
 
 A file that is not valid UTF-8 is read with replacement characters; before the first write
 replaces it, its bytes are copied beside it (``profile.md.damaged-<time>``), so nothing is lost
-(unless the write empties it: a clear keeps no copy of what it cleared), and a warning (logger
-``tether.memory``) names the file and the copy.
+(unless the write empties it: a clear keeps no copy of what it cleared, and removes the copies
+kept before), and a warning (logger ``tether.memory``) names the file and the copy.
 """
 
 from __future__ import annotations
@@ -250,6 +250,21 @@ class TextStore:
         for name in names:
             with contextlib.suppress(OSError):
                 os.unlink(self.path.parent / name)
+
+    def drop_damaged_copies(self) -> list[Path]:
+        """Remove the copies :meth:`_keep_damaged` made of this file (``notes.md.damaged-<time>``):
+        what a clear is asked to forget, they hold too. Returns what was removed."""
+        copy = re.compile(rf"{re.escape(self.path.name)}\.damaged-\d{{8}}-\d{{6}}-[0-9a-f]{{8}}")
+        try:
+            names = sorted(entry.name for entry in os.scandir(self.path.parent) if copy.fullmatch(entry.name))
+        except FileNotFoundError:
+            return []
+        removed = []
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):  # another clear got there first
+                os.unlink(self.path.parent / name)
+                removed.append(self.path.parent / name)
+        return removed
 
     def _keep_damaged(self) -> None:
         # Random, not the pid: one process (a server, a chat) may meet a damaged file twice in a second.
