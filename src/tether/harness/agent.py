@@ -152,6 +152,18 @@ class Agent:
                 else:
                     self.tools = tuple(wrapped)
 
+    if not TYPE_CHECKING:  # at run time only: mypy still reports a misspelt attribute
+
+        def __getattr__(self, name: str) -> Any:
+            """Only for names that are not fields: a peer's method (Pydantic AI's ``agent.run_sync``)
+            is told what tether writes instead."""
+            if name in _RUN_FUNCTIONS:
+                raise AttributeError(
+                    f"Agent has no {name}() method: in tether a run is a function of the agent, "
+                    f"`from tether import {_RUN_FUNCTIONS[name][0]}` then `{_RUN_FUNCTIONS[name][1]}`"
+                )
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def as_tool(self, name: str, description: str, *, max_depth: int = 4) -> Any:
         """This agent as a tool another agent can call (see tether.harness.subagent). A call that
         would start a run ``max_depth`` levels of delegation deep is refused, in words."""
@@ -181,6 +193,16 @@ class Agent:
                 )
             out[t.name], origins[t.name] = t, origin
         return out
+
+
+# A peer's run methods (Pydantic AI's Agent, the OpenAI Agents SDK's Runner) → tether's function and its use.
+_RUN_FUNCTIONS = {
+    "run_sync": ("run_sync", 'result = run_sync(agent, "...")'),
+    "run": ("run", 'result = await run(agent, "...")'),
+    "run_stream": ("run_stream", 'async for event in run_stream(agent, "..."): ...'),
+    "run_streamed": ("run_stream", 'async for event in run_stream(agent, "..."): ...'),
+    "iter": ("run_stream", 'async for event in run_stream(agent, "..."): ...'),
+}
 
 
 def _listed_tools(tools: Any) -> list[Any]:

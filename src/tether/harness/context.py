@@ -124,6 +124,7 @@ class RunContext:
     # The loop's own ``run_stream``, for tools that run another agent (sub-agents): handed down so
     # that nothing below the loop imports it.
     run_agent: Callable[..., AsyncIterator[Event]] | None = None
+    deps: Any = None  # the caller's ``deps=``, handed to every tool call as ``ToolContext.deps``
     _fixed_counted: bool = False
 
     @property

@@ -117,6 +117,7 @@ def check_agent(agent: Agent, seen: set[int] | None = None) -> tuple[list[Candid
     its models, its tools, and those of the agents it hands tasks to (a tool's ``check_config``;
     each once, in ``seen``). Its models and tools, checked."""
     _check_limits(agent.max_budget_usd, agent.max_turns)
+    _check_instructions(agent.instructions)
     _check_tokens(agent.max_tokens, agent.min_output_tokens)
     if agent.cwd is not None and not Path(agent.cwd).is_dir():  # as `tether run --cwd` refuses it
         raise ConfigError(
@@ -207,7 +208,23 @@ def _finish_future(done: asyncio.Future[None]) -> None:
         done.set_result(None)
 
 
+def _check_instructions(instructions: Any) -> None:
+    if not isinstance(instructions, str):  # a function failed deep in the token count, the run `failed`
+        raise ConfigError(
+            f"instructions is the system prompt as text (got {instructions!r:.60}). For instructions made "
+            "when a run begins (Pydantic AI's @agent.instructions, an OpenAI Agents SDK instructions "
+            "function), give Agent(extensions=[...]) an Extension whose prompt_block() returns them "
+            "(tether.harness.extension; see docs/harness.md), or build the text before making the Agent"
+        )
+
+
 def _check_open(state: RunState, prompt: str | None) -> None:
+    if prompt is not None and not isinstance(prompt, str):  # it failed as an AttributeError in clean_text
+        raise UserError(
+            f"the prompt is the person's new message as text (got {type(prompt).__name__}). To go on "
+            "from earlier messages, pass the run's state (run_sync(agent, 'next question', state=state)) "
+            "or a session (session=..., session_id=...); see docs/harness.md"
+        )
     if prompt is None and not state.messages and state.session_id is None:
         raise UserError('nothing to answer: give a prompt (run_sync(agent, "...")), or the state of a run to resume')
     if prompt is None and state.status in ("completed", "failed"):
@@ -270,6 +287,7 @@ async def run_stream(
     signal: CancelSignal | None = None,
     session: SessionStore | None = None,
     session_id: str | None = None,
+    deps: Any = None,
 ) -> AsyncIterator[Event]:
     """Run ``agent`` on ``prompt`` (a new run), or resume ``state``; yield every event.
 
@@ -280,6 +298,9 @@ async def run_stream(
     ``store`` persists the state after every change; ``tracer`` receives every event.
     ``session`` (with ``session_id``, or a state that has one) continues a conversation: its
     repaired history starts the run, and every new message is appended to it as it happens.
+    ``deps`` is any object the tools need for this run (a database handle, a client): each call
+    reads it as ``ctx.deps``, and so do the calls of its sub-agents. It is not saved with the run:
+    give it again to resume.
     """
     if state is None and session is not None and session_id is not None:
         state = RunState(session_id=check_session_id(session_id))
@@ -298,6 +319,7 @@ async def run_stream(
     try:
         # What may refuse the agent (its configuration, its extensions' blocks) leaves the state as it was.
         rc = _context(agent, state, signal, store)
+        rc.deps = deps
         rc.system = _system_prompt(agent, state, session)
         state = _prepare(state, prompt, session)
         rc.rebuild_read_cache()  # after the prompt: a new message starts the cache's window
@@ -786,11 +808,20 @@ async def run(
     signal: CancelSignal | None = None,
     session: SessionStore | None = None,
     session_id: str | None = None,
+    deps: Any = None,
 ) -> RunResult:
     """Run to one of the five exits and return the result (consumes :func:`run_stream`)."""
     result: RunResult | None = None
     async for event in run_stream(
-        agent, prompt, state=state, store=store, tracer=tracer, signal=signal, session=session, session_id=session_id
+        agent,
+        prompt,
+        state=state,
+        store=store,
+        tracer=tracer,
+        signal=signal,
+        session=session,
+        session_id=session_id,
+        deps=deps,
     ):
         if isinstance(event, Done):
             result = event.result
@@ -808,6 +839,7 @@ def run_sync(
     signal: CancelSignal | None = None,
     session: SessionStore | None = None,
     session_id: str | None = None,
+    deps: Any = None,
 ) -> RunResult:
     """:func:`run` for code that is not async. ``signal`` stops the run from another thread:
     ``signal.cancel_threadsafe(reason)``."""
@@ -834,6 +866,7 @@ def run_sync(
                 signal=signal,
                 session=session,
                 session_id=session_id,
+                deps=deps,
             )
         finally:
             await close_clients()  # the loop ends here: its pooled connections go with it

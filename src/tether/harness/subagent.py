@@ -487,7 +487,9 @@ class AgentTool:
         try:
             # A Stop while the child starts (its extensions) ends the child at once, its own way.
             up = _TraceOnlyUp(ctx, child.run_id)
-            async for event in ctx.run_agent(agent, prompt, state=child, store=store, signal=ctx.signal, tracer=up):
+            async for event in ctx.run_agent(
+                agent, prompt, state=child, store=store, signal=ctx.signal, tracer=up, deps=ctx.deps
+            ):
                 if isinstance(event, Done):
                     result = event.result
                     ctx.emit(TraceOnly(event))  # the child's trace ends with its stop line; the stream goes on

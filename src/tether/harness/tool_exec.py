@@ -593,6 +593,7 @@ def _tool_context(rc: RunContext, call: ToolCallPart, key: str | None) -> ToolCo
         run_agent=rc.run_agent,
         runs=getattr(rc.store, "runs", rc.store),  # a run inside another saves with the outermost's store
         tools=rc.tools,
+        deps=rc.deps,
     )
 
 

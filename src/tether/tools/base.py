@@ -126,6 +126,10 @@ class ToolContext:
     # The run's tools by name: a tool that shares the run's limits with the calls beside it (a
     # sub-agent) looks up which of them share too. Empty outside a run.
     tools: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    # What the caller gave the run as ``deps=`` (a database handle, a client, the user's id): the
+    # same object for every call of the run and of its sub-agents, never saved (give it again on
+    # resume). Pydantic AI's ``ctx.deps``, the OpenAI Agents SDK's ``context``. None without one.
+    deps: Any = field(default=None, repr=False)
 
     @property
     def reserve_usd(self) -> float:
