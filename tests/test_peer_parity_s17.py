@@ -169,11 +169,14 @@ def test_a_message_list_as_the_prompt_says_to_pass_the_state() -> None:
         ("run", 'result = await run(agent, "...")'),
         ("run_stream", "async for event in run_stream(agent"),
         ("run_streamed", "async for event in run_stream(agent"),
+        ("tool", "pass `Agent(..., tools=[fn])`"),
+        ("tool_plain", "decorate the function with `@tool`"),
+        ("system_prompt", 'Agent(instructions="...")'),
     ],
 )
 def test_a_peer_s_run_method_on_the_agent_says_what_to_write(method: str, told: str) -> None:
-    """Was: agent.run_sync("...") (Pydantic AI's first line) was a bare "'Agent' object has no
-    attribute 'run_sync'", with no word of tether's run functions."""
+    """Was: agent.run_sync("...") and @agent.tool (Pydantic AI's first lines) were a bare "'Agent'
+    object has no attribute 'run_sync'", with no word of tether's run functions or tools=[...]."""
     agent = Agent(FunctionModel(lambda m, r: "hi"))
     with pytest.raises(AttributeError) as caught:
         getattr(agent, method)

@@ -155,13 +155,10 @@ class Agent:
     if not TYPE_CHECKING:  # at run time only: mypy still reports a misspelt attribute
 
         def __getattr__(self, name: str) -> Any:
-            """Only for names that are not fields: a peer's method (Pydantic AI's ``agent.run_sync``)
-            is told what tether writes instead."""
-            if name in _RUN_FUNCTIONS:
-                raise AttributeError(
-                    f"Agent has no {name}() method: in tether a run is a function of the agent, "
-                    f"`from tether import {_RUN_FUNCTIONS[name][0]}` then `{_RUN_FUNCTIONS[name][1]}`"
-                )
+            """Only for names that are not fields: a peer's method (Pydantic AI's ``agent.run_sync``,
+            ``@agent.tool``) is told what tether writes instead."""
+            if name in _PEER_METHODS:
+                raise AttributeError(f"Agent has no {name}: {_PEER_METHODS[name]}")
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def as_tool(self, name: str, description: str, *, max_depth: int = 4) -> Any:
@@ -195,13 +192,25 @@ class Agent:
         return out
 
 
-# A peer's run methods (Pydantic AI's Agent, the OpenAI Agents SDK's Runner) → tether's function and its use.
-_RUN_FUNCTIONS = {
-    "run_sync": ("run_sync", 'result = run_sync(agent, "...")'),
-    "run": ("run", 'result = await run(agent, "...")'),
-    "run_stream": ("run_stream", 'async for event in run_stream(agent, "..."): ...'),
-    "run_streamed": ("run_stream", 'async for event in run_stream(agent, "..."): ...'),
-    "iter": ("run_stream", 'async for event in run_stream(agent, "..."): ...'),
+# A peer's methods (Pydantic AI's Agent, the OpenAI Agents SDK's Runner) → what tether writes instead.
+_RUN = "in tether a run is a function of the agent: "
+_STREAM = _RUN + '`from tether import run_stream` then `async for event in run_stream(agent, "..."): ...`'
+_TOOLS = (
+    "tools are given to the agent when it is made: decorate the function with `@tool` "
+    "(`from tether import tool`) and pass `Agent(..., tools=[fn])` (a plain function is taken too)"
+)
+_PEER_METHODS = {
+    "run_sync": _RUN + '`from tether import run_sync` then `result = run_sync(agent, "...")`',
+    "run": _RUN + '`from tether import run` then `result = await run(agent, "...")`',
+    "run_stream": _STREAM,
+    "run_streamed": _STREAM,
+    "iter": _STREAM,
+    "tool": _TOOLS,
+    "tool_plain": _TOOLS,
+    "system_prompt": (
+        'the system prompt is `Agent(instructions="...")`; for one made when a run begins, give '
+        "`extensions=[...]` an Extension whose prompt_block() returns it (docs/harness.md)"
+    ),
 }
 
 
