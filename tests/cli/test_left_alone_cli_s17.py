@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import run_main
+from tests.cli.conftest import run_main, tether
 
 
 def test_kb_called_in_process_leaves_the_programs_blas_threads_alone(
@@ -51,3 +52,18 @@ def test_memory_clear_removes_the_copies_kept_of_a_damaged_file_and_says_so(
     assert f"Removed 1 damaged copy of it: {copies[0]}" in out
     assert mine.exists()
     assert "first note" not in "".join(p.read_text(errors="replace") for p in notes.parent.iterdir() if p != mine)
+
+
+def test_mcp_serve_http_on_a_busy_port_says_it_as_serve_does_with_its_exit_code(env: dict[str, str]) -> None:
+    """Was: ``tether mcp serve --http --port N`` where another process listens said "cannot listen
+    on ...: Address already in use (while attempting to bind on address ...)" and exited 2 (a usage
+    error), where ``tether serve`` says what to do in one line and exits 6."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = str(busy.getsockname()[1])
+        mcp = tether("mcp", "serve", "--http", "--port", port, env=env, timeout=60)
+        serve = tether("serve", "--model", "scripted/plan", "--port", port, env=env, timeout=60)
+    assert (mcp.returncode, serve.returncode) == (6, 6), (mcp.stderr, serve.stderr)
+    assert mcp.stderr.replace("tether mcp serve:", "tether serve:") == serve.stderr
+    assert mcp.stderr.count("\n") == 1 and "--port 0 picks a free one" in mcp.stderr

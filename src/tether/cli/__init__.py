@@ -2,7 +2,8 @@
 
 Exit codes: 0 completed, 1 failed, 2 usage or configuration error (nothing ran), 3
 max_turns_exceeded, 4 budget_exceeded, 5 interrupted for approval, 6 ``tether serve`` (or ``scripted
-serve``) could not listen (the address is in use or not allowed), 130 cancelled (Ctrl-C, SIGTERM).
+serve``, ``mcp serve --http``) could not listen (the address is in use or not allowed), 130 cancelled
+(Ctrl-C, SIGTERM).
 Progress goes to stderr, the answer to stdout; ``--json`` prints the RunResult as JSON instead, and
 every listing command's ``--json`` prints its rows as one JSON array.
 

@@ -137,14 +137,19 @@ def _add_serve(subparsers: Any) -> None:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from tether.connectors.serve import cmd_serve
+    from tether.cli.serve import EXIT_CANNOT_LISTEN, cannot_listen
+    from tether.connectors.serve import CannotListen, cmd_serve
 
     if not args.http and sys.stdin is None:  # started with stdin closed (<&-): no client can speak
         raise usage_error(
             "tether mcp serve speaks MCP on standard input and output, and standard input is closed: "
             "let an MCP client start it (it connects to both), or serve over HTTP with --http"
         )
-    return cmd_serve(args)
+    try:
+        return cmd_serve(args)
+    except CannotListen as exc:  # as `tether serve` says it, with its exit code
+        print(f"tether mcp serve: {cannot_listen(exc.host, exc.port, exc.error)}", file=sys.stderr)
+        return EXIT_CANNOT_LISTEN
 
 
 # --- the commands ---------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from tether.server.store import SqliteServerStore
     from tether.status import Interruption, RunResult
 
-__all__ = ["HELP", "AgentRun", "KbHit", "KbResults", "MemoryEntries", "build_server", "cmd_serve"]
+__all__ = ["HELP", "AgentRun", "CannotListen", "KbHit", "KbResults", "MemoryEntries", "build_server", "cmd_serve"]
 
 MCP_PATH = "/mcp"
 DEFAULT_PORT = 8000
@@ -619,6 +619,15 @@ def _waiting_for(waiting: "Interruption | None") -> str | None:
 # --- the command --------------------------------------------------------------------------------
 
 
+class CannotListen(Exception):
+    """``tether mcp serve --http`` could not listen at ``host:port``: ``error`` says why (the port is
+    in use, the address not allowed). The command says it as ``tether serve`` does, with its exit code."""
+
+    def __init__(self, host: str, port: int, error: OSError) -> None:
+        super().__init__(f"cannot listen on {host}:{port}: {error.strerror or error}")
+        self.host, self.port, self.error = host, port, error
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """``tether mcp serve``: serve until the client goes (stdio) or Ctrl-C (HTTP); the exit code."""
     from tether.config import load_settings
@@ -699,7 +708,8 @@ def _serve_http(settings: "Settings", args: argparse.Namespace) -> int:
     try:
         sock = _bind(host, port)
     except OSError as exc:
-        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        store.close()
+        raise CannotListen(host, port, exc) from None
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{sock.getsockname()[1]}"
     stop = CancelSignal()
