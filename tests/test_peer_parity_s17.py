@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tether import Agent, RunState, RunStore, ToolContext, approve, run, run_stream, run_sync, tool
+from tether import Agent, RunResult, RunState, RunStore, ToolContext, approve, run, run_stream, run_sync, tool
 from tether.errors import ConfigError, UserError
 from tether.messages import ToolMessage
 from tether.testing import FunctionModel, Reply, call
@@ -184,3 +184,24 @@ def test_a_peer_s_run_method_on_the_agent_says_what_to_write(method: str, told: 
     with pytest.raises(AttributeError, match="no attribute 'colour'"):
         agent.colour  # type: ignore[attr-defined]  # noqa: B018 (any other name: Python's own words)
     assert not hasattr(agent, "execute")  # an agent is still not taken for a tool
+
+
+@pytest.mark.parametrize(
+    ("name", "told"),
+    [
+        ("final_output", "the answer is `result.output`"),
+        ("all_messages", "state.messages` is the transcript"),
+        ("new_messages", 'run_sync(agent, "next question", state=state)'),
+        ("to_input_list", "Keep the run's state"),
+    ],
+)
+def test_a_peer_s_name_on_the_result_says_what_to_read(name: str, told: str) -> None:
+    """Was: result.final_output (the OpenAI Agents SDK) and result.all_messages() (Pydantic AI, to
+    carry a conversation on) were bare "'RunResult' object has no attribute ..." errors."""
+    result = run_sync(Agent(FunctionModel(lambda m, r: "hi")), "hello")
+    with pytest.raises(AttributeError) as caught:
+        getattr(result, name)
+    assert told in str(caught.value)
+    with pytest.raises(AttributeError, match="no attribute 'colour'"):
+        result.colour  # type: ignore[attr-defined]  # noqa: B018 (any other name: pydantic's own words)
+    assert result.output == "hi" and RunResult.model_validate_json(result.model_dump_json()) == result

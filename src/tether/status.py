@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -209,6 +209,31 @@ class RunResult(_Frozen):
 
         warnings.warn("RunResult.data is deprecated: read RunResult.output", DeprecationWarning, stacklevel=2)
         return self.output if self.typed else None
+
+    if not TYPE_CHECKING:  # at run time only: mypy still reports a misspelt attribute
+
+        def __getattr__(self, name: str) -> Any:
+            """A peer's name for a result's part (the OpenAI Agents SDK's ``final_output``, Pydantic
+            AI's ``all_messages()``) is told tether's; any other name is pydantic's to answer."""
+            if name in _PEER_RESULT_NAMES:
+                raise AttributeError(f"RunResult has no {name}: {_PEER_RESULT_NAMES[name]}")
+            return super().__getattr__(name)
+
+
+_TRANSCRIPT = (
+    "a result holds no transcript. Keep the run's state (`state = RunState()`, then "
+    '`run_sync(agent, "...", state=state)`): `state.messages` is the transcript, and '
+    '`run_sync(agent, "next question", state=state)` goes on from it'
+)
+_PEER_RESULT_NAMES = {
+    "final_output": (
+        "the answer is `result.output` (typed with Agent.output_type, else the text); `result.text` is its text"
+    ),
+    "all_messages": _TRANSCRIPT,
+    "new_messages": _TRANSCRIPT,
+    "to_input_list": _TRANSCRIPT,
+    "messages": _TRANSCRIPT,
+}
 
 
 @dataclass(frozen=True, slots=True)
