@@ -205,3 +205,59 @@ def test_a_peer_s_name_on_the_result_says_what_to_read(name: str, told: str) -> 
     with pytest.raises(AttributeError, match="no attribute 'colour'"):
         result.colour  # type: ignore[attr-defined]  # noqa: B018 (any other name: pydantic's own words)
     assert result.output == "hi" and RunResult.model_validate_json(result.model_dump_json()) == result
+
+
+def _typed_run(output_type: Any, *replies: str) -> tuple[Any, list[Any], RunState]:
+    """Run an agent with ``output_type`` whose model gives ``replies`` in turn; what it was sent."""
+    requests: list[Any] = []
+
+    def model(messages: list[Any], request: Any) -> str:
+        requests.append(request)
+        return replies[len(requests) - 1]
+
+    state = RunState()
+    result = run_sync(Agent(FunctionModel(model), output_type=output_type), "x", state=state)
+    return result, requests, state
+
+
+def test_a_list_or_a_single_value_as_output_type_is_asked_for_wrapped() -> None:
+    """Was: output_type=list[str] (or int, or a union of models), which both peers take, was a
+    ConfigError 'the output schema must describe a JSON object'; it is now asked for as
+    {"response": ...} (both wires need an object at the root) and the value is the output."""
+    result, requests, _ = _typed_run(list[str], '{"response": ["nut", "bolt"]}')
+    assert (result.status, result.output, result.typed) == ("completed", ["nut", "bolt"], True)
+    sent = requests[0].output_schema.schema
+    assert sent["type"] == "object" and sent["required"] == ["response"] and sent["additionalProperties"] is False
+    assert sent["properties"]["response"]["type"] == "array"
+
+
+def test_a_wrapped_answer_given_bare_is_corrected_in_words() -> None:
+    """Was: refused before the run (see above). A bare 42 for output_type=int is sent back saying
+    the value goes under "response", and the corrected answer is the output."""
+    result, _, state = _typed_run(int, "42", '{"response": 42}')
+    assert (result.status, result.output, result.turns) == ("completed", 42, 2)
+    correction = state.messages[2].content[0].text
+    assert 'one key, "response", holds the value' in correction
+
+
+def test_a_union_of_models_is_asked_for_wrapped() -> None:
+    """Was: a ConfigError (a union's schema is anyOf, not an object)."""
+    from pydantic import BaseModel
+
+    class Refund(BaseModel):
+        cents: int
+
+    class Refusal(BaseModel):
+        why: str
+
+    result, requests, _ = _typed_run(Refund | Refusal, '{"response": {"why": "no receipt"}}')
+    assert result.output == Refusal(why="no receipt")
+    assert "$defs" in requests[0].output_schema.schema  # the models' definitions stay at the root
+
+
+def test_output_type_str_is_text() -> None:
+    """Was: output_type=str (the peers' way of asking for text) was a ConfigError; it is now what
+    no output_type is: the answer's text, nothing asked of the model's format."""
+    result, requests, _ = _typed_run(str, "Plain words.")
+    assert (result.output, result.typed) == ("Plain words.", False)
+    assert requests[0].output_schema is None

@@ -137,6 +137,8 @@ class Agent:
 
     def __post_init__(self) -> None:
         self._take_plain_functions()
+        if self.output_type is str:  # the peers' way of saying "text", which is what no output_type gives
+            self.output_type = None
 
     def _take_plain_functions(self) -> None:
         """A plain function in tools is a tool as @tool makes it (Pydantic AI and LangChain take

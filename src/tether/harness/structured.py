@@ -1,7 +1,9 @@
 """Structured output: the final answer validated into ``Agent.output_type``.
 
 ``output_type`` is a pydantic model class (or any type pydantic validates: a dataclass, a
-``TypedDict``) or a JSON Schema dict; either way its schema's root is an object. Every model call
+``TypedDict``) or a JSON Schema dict; either way the schema sent has an object at its root. A type
+whose schema is not an object (``int``, ``list[str]``, a union of models) is asked for as
+``{"response": ...}`` and unwrapped, as the OpenAI Agents SDK and Pydantic AI ask for it. Every model call
 carries the schema (:class:`~tether.providers.base.OutputSchema`) and each wire asks for it in its
 own way (Chat Completions: the native ``response_format``; Messages: a ``final_answer`` tool whose
 call the wire turns back into the reply's text), so the loop sees one thing on every wire: a final
@@ -61,6 +63,7 @@ class OutputSpec:
     request: OutputSchema
     adapter: Any = None  # a pydantic TypeAdapter, for a type
     validator: Any = None  # a jsonschema validator, for a JSON Schema dict
+    wrapped: bool = False  # asked for as {"response": value}: the value is the answer
 
     def parse(self, text: str) -> Any:
         """The answer validated into the output type; :class:`InvalidOutput` when it does not fit."""
@@ -72,8 +75,11 @@ class OutputSpec:
             return value
         from pydantic import ValidationError
 
+        if self.wrapped and not isinstance(value, dict):
+            raise InvalidOutput(['the answer must be a JSON object whose one key, "response", holds the value'])
         try:
-            return self.adapter.validate_python(value)
+            answer = self.adapter.validate_python(value)
+            return answer.response if self.wrapped else answer
         except ValidationError as exc:
             raise InvalidOutput([_pydantic_problem(e) for e in exc.errors(include_url=False)[:_MAX_PROBLEMS]]) from None
 
@@ -132,16 +138,30 @@ def _make_spec(output_type: Any) -> OutputSpec:
             raise ConfigError(
                 f"output_type {output_type!r} is neither a JSON Schema dict nor a type pydantic can validate: {exc}"
             ) from None
-        validator = None
+        validator, wrapped = None, schema.get("type") != "object"
         name = getattr(output_type, "__name__", None) or schema.get("title") or "output"
         description = schema.get("description") or ""
+        if wrapped:  # both wires need an object at the root
+            adapter = _wrapper(output_type)
+            schema = adapter.json_schema()
+        safe = re.sub(r"[^a-zA-Z0-9_-]", "_", str(name))[:64] or "output"
+        return OutputSpec(output_type, OutputSchema(safe, schema, str(description)), adapter, None, wrapped)
     if schema.get("type") != "object":
         raise ConfigError(
             'the output schema must describe a JSON object ("type": "object"); to get a list '
-            "or a single value, make it a property of an object"
+            "or a single value, make it a property of an object (or give output_type as a type, "
+            'such as list[str], which is asked for as {"response": ...})'
         )
     safe = re.sub(r"[^a-zA-Z0-9_-]", "_", str(name))[:64] or "output"
     return OutputSpec(output_type, OutputSchema(safe, schema, str(description)), adapter, validator)
+
+
+def _wrapper(output_type: Any) -> Any:
+    """A TypeAdapter of ``{"response": output_type}``, no other key allowed."""
+    from pydantic import ConfigDict, TypeAdapter, create_model
+
+    model = create_model("Answer", __config__=ConfigDict(extra="forbid"), response=(output_type, ...))
+    return TypeAdapter(model)
 
 
 # What may stand beside a root ``$ref`` that is replaced by what it points to: words, not rules.
