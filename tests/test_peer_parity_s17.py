@@ -261,3 +261,33 @@ def test_output_type_str_is_text() -> None:
     result, requests, _ = _typed_run(str, "Plain words.")
     assert (result.output, result.typed) == ("Plain words.", False)
     assert requests[0].output_schema is None
+
+
+def test_middleware_hooks_read_the_run_s_deps() -> None:
+    """Was: no deps for a run, so a lifecycle hook (the OpenAI Agents SDK's RunHooks, which read
+    the run's context) had nothing of the caller's to read; a middleware's ctx.deps is it now."""
+    from tether.harness.middleware import Middleware
+
+    seen: list[Any] = []
+
+    class Hooks(Middleware):
+        async def before_agent(self, ctx: Any) -> None:
+            seen.append(("start", ctx.deps["user"]))
+
+        async def wrap_tool_call(self, ctx: Any, call: Any, args: dict[str, Any], call_next: Any) -> Any:
+            seen.append(("tool_start", call.name, ctx.deps["user"]))
+            result = await call_next()
+            seen.append(("tool_end", call.name, result))
+            return result
+
+    @tool(read_only=True)
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    def model(messages: list[Any], request: Any) -> Any:
+        return call("c1", "add", {"a": 1, "b": 2}) if len(messages) == 1 else "3"
+
+    agent = Agent(FunctionModel(model), tools=[add], middleware=[Hooks()])
+    assert run_sync(agent, "1 + 2?", deps={"user": "ada"}).output == "3"
+    assert seen == [("start", "ada"), ("tool_start", "add", "ada"), ("tool_end", "add", "3")]
