@@ -67,3 +67,32 @@ def test_mcp_serve_http_on_a_busy_port_says_it_as_serve_does_with_its_exit_code(
     assert (mcp.returncode, serve.returncode) == (6, 6), (mcp.stderr, serve.stderr)
     assert mcp.stderr.replace("tether mcp serve:", "tether serve:") == serve.stderr
     assert mcp.stderr.count("\n") == 1 and "--port 0 picks a free one" in mcp.stderr
+
+
+@pytest.mark.parametrize(
+    ("model", "meant"),
+    [
+        ("opnai/gpt-4o", "Did you mean openai/gpt-4o?"),
+        ("anthropc/claude-sonnet-4-5", "Did you mean anthropic/claude-sonnet-4-5?"),
+        ("scripted/plann", "(did you mean scripted/plan?)"),
+        ("scripted/destructve", "(did you mean scripted/destructive?)"),
+    ],
+)
+def test_a_misspelt_provider_or_scenario_is_refused_with_the_nearest_name(
+    model: str, meant: str, tether_home: Path, workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: ``tether run --model opnai/gpt-4o`` listed the known providers and ``scripted/plann``
+    the scenarios, but neither said which one was meant: the reader compared the list by eye."""
+    code, out, err = run_main("run", "--model", model, "--cwd", str(workspace), "hi", capsys=capsys)
+    assert code == 2 and out == ""
+    assert meant in err, err
+    assert "Known: openai, anthropic, scripted" in err or "known: plan, " in err, err  # the list stays
+
+
+def test_a_name_near_nothing_gets_the_list_and_no_guess(
+    tether_home: Path, workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The guess is only for a near name: far from all of them, the list alone."""
+    for model in ("zzqx/gpt-4o", "scripted/zzqx"):
+        code, _, err = run_main("run", "--model", model, "--cwd", str(workspace), "hi", capsys=capsys)
+        assert code == 2 and "did you mean" not in err.lower() and "nown: " in err, err

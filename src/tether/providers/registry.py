@@ -85,10 +85,14 @@ def resolve_provider(model: str, settings: Any = None) -> ResolvedModel:
         from tether.providers.anthropic import AnthropicProvider
 
         return ResolvedModel(AnthropicProvider(), model_id, name)
-    known = ", ".join([*BUILTIN_PROVIDERS, *endpoints]) or "none"
+    import difflib
+
+    names = [*BUILTIN_PROVIDERS, *endpoints]
+    near = difflib.get_close_matches(provider, names, n=1, cutoff=0.6)  # opnai, anthropc
+    meant = f" Did you mean {near[0]}/{model_id}?" if near else ""
     raise ConfigError(
-        f"unknown provider {provider!r} in {model!r}. Known: {known}. Add an [endpoints.{provider}] "
-        "table to config.toml to reach another OpenAI- or Anthropic-compatible server."
+        f"unknown provider {provider!r} in {model!r}.{meant} Known: {', '.join(names)}. Add an "
+        f"[endpoints.{provider}] table to config.toml to reach another OpenAI- or Anthropic-compatible server."
     )
 
 

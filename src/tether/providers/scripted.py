@@ -492,6 +492,15 @@ def count_prompt_tokens(messages: Sequence[dict[str, Any]], tools: Sequence[dict
     return total
 
 
+def _unknown_scenario(scenario: str) -> ConfigError:
+    """The error for a scenario tether does not have, with the nearest name (``plann``: plan)."""
+    import difflib
+
+    near = difflib.get_close_matches(scenario, list(SCENARIOS), n=1, cutoff=0.6)
+    meant = f" (did you mean scripted/{near[0]}?)" if near else ""
+    return ConfigError(f"unknown scripted scenario {scenario!r}{meant}; known: {', '.join(SCENARIOS)}")
+
+
 def scripted_completion(
     scenario: str | Scenario,
     messages: Sequence[dict[str, Any]],
@@ -502,7 +511,7 @@ def scripted_completion(
     """The scripted reply to a Chat Completions request, as a Chat Completions response body."""
     fn = SCENARIOS.get(scenario) if isinstance(scenario, str) else scenario
     if fn is None:
-        raise ConfigError(f"unknown scripted scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+        raise _unknown_scenario(str(scenario))
     if not tools and messages and _content_text(messages[-1].get("content")).startswith(SUMMARY_REQUEST):
         return _summary_reply(messages, model)
     if not tools and messages and _content_text(messages[-1].get("content")).startswith(REPORT_REQUEST):
@@ -666,7 +675,7 @@ class ScriptedModel(InProcessModel):
 
     def __init__(self, scenario: str | Scenario = "plan") -> None:
         if isinstance(scenario, str) and scenario not in SCENARIOS:
-            raise ConfigError(f"unknown scripted scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+            raise _unknown_scenario(scenario)
         self.scenario = scenario
         self._wire = WireCache()
         self.calls = 0
