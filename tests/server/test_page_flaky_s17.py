@@ -1,0 +1,64 @@
+"""The page while it starts: a message typed before the page knows which conversation it shows."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, Route, expect
+
+from tests.server.conftest import NEEDS_CHROMIUM
+from tests.server.test_page import AGENTS, last_turn, send
+
+pytestmark = NEEDS_CHROMIUM
+expect.set_options(timeout=15_000)
+
+
+@pytest.fixture
+def server(served: Any) -> Any:
+    return served(agents_module=AGENTS)
+
+
+def test_a_message_typed_while_the_page_starts_waits_for_the_session_of_the_address(page: Page, server: Any) -> None:
+    """Was: Send was enabled from the first paint, but the page took the session in its address only
+    after the agents, sessions and accounts had come; Enter pressed in between (once the user's name
+    showed) found no session, so it started a new chat and sent the message there, and the reloaded
+    conversation was left. test_page_s15's reload test hit it on a loaded machine. Here the agents'
+    answer is held: Send stays off and the typed text stays in the box until the session is open."""
+    page.goto(server.url)
+    expect(page.locator("#me")).to_contain_text("local")
+    page.select_option("#agent-pick", "configure")
+    page.click("#new-chat")
+    expect(page).to_have_url(re.compile(r"#s_\w+$"))
+    session_url = page.url
+    send(page, "first question")
+    expect(last_turn(page).locator(".status")).to_have_count(0)
+
+    held: list[Route] = []
+
+    def hold(route: Route) -> None:
+        held.append(route)
+
+    page.route(re.compile(r".*/v1/agents$"), hold)
+    page.reload()
+    expect(page.locator("#me")).to_contain_text("local")  # what the test above waited for
+    page.fill("#prompt", "second question")
+    page.press("#prompt", "Enter")
+    expect(page.locator("#send")).to_be_disabled()
+    assert held, "the page asked for its agents"
+    for route in held:
+        route.continue_()
+    page.unroute(re.compile(r".*/v1/agents$"))
+
+    expect(page.locator(".turn")).to_have_count(1)
+    expect(page.locator("#prompt")).to_have_value("second question")  # nothing lost
+    assert page.url == session_url
+    page.press("#prompt", "Enter")
+    expect(page.locator(".turn")).to_have_count(2)
+    expect(last_turn(page).locator(".status")).to_have_count(0)
+    expect(page.locator(".turn").nth(0).locator(".user-msg")).to_have_text("first question")
+    expect(page.locator(".turn").nth(1).locator(".user-msg")).to_have_text("second question")
+    assert page.url == session_url
+    with server.client() as client:
+        assert len(client.get("/v1/sessions").json()["sessions"]) == 1
