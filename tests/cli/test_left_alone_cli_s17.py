@@ -96,3 +96,28 @@ def test_a_name_near_nothing_gets_the_list_and_no_guess(
     for model in ("zzqx/gpt-4o", "scripted/zzqx"):
         code, _, err = run_main("run", "--model", model, "--cwd", str(workspace), "hi", capsys=capsys)
         assert code == 2 and "did you mean" not in err.lower() and "nown: " in err, err
+
+
+def test_resume_last_resumes_the_newest_run_that_can_be_resumed(
+    quiet_env: Path, workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: ``tether resume last`` answered "no run 'last'": resuming the run that just stopped
+    meant copying its id from the hint, where ``tether show`` and ``trace`` took ``last``. Now it is
+    the newest run that can be resumed (a run that completed since is skipped), named first."""
+    code, _, err = run_main("resume", "last", capsys=capsys)
+    assert code == 2 and "there is no run yet" in err
+    code, _, err = run_main(
+        "run", "--model", "scripted/destructive", "--cwd", str(workspace), "Free some space", capsys=capsys
+    )
+    assert code == 5, err
+    waiting = err.strip().rsplit("tether resume ", 1)[-1].split()[0]
+    code, _, err = run_main("run", "--model", "scripted/hello", "--cwd", str(workspace), "hi", capsys=capsys)
+    assert code == 0, err  # the newest run, completed: not the one to resume
+
+    code, out, err = run_main("resume", "last", "--reject", "keep the log", capsys=capsys)
+
+    assert code == 0, err
+    assert err.startswith(f"resuming {waiting} (last: the newest run that can be resumed)"), err
+    assert "declined" in out and (workspace / "access.log").exists()  # that run, decided as asked
+    code, _, err = run_main("resume", "last", capsys=capsys)
+    assert code == 2 and "no run can be resumed" in err, err

@@ -140,7 +140,7 @@ def _add_resume_parser(sub: Any) -> None:
         description=RESUME_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    rs.add_argument("run_id", metavar="RUN_ID")
+    rs.add_argument("run_id", metavar="RUN_ID", help="the run; last: the newest run that can be resumed")
     decision = rs.add_mutually_exclusive_group()
     decision.add_argument("--approve", action="store_true", help="approve the waiting call")
     decision.add_argument("--reject", metavar="REASON", help="decline the waiting call, saying why")
@@ -321,11 +321,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 @stops_in_words  # while it waits for a process left running (--wait), until the run starts
 def cmd_resume(args: argparse.Namespace) -> int:
+    from tether.cli.runs import LAST, latest_run
     from tether.harness.state import approve, reject
 
     settings = load_settings()
     store = run_store(settings)
-    state = load_run(store, args.run_id)
+    run_id = args.run_id
+    if run_id == LAST:
+        run_id = latest_run(settings, resumable=True)
+        print(f"resuming {run_id} (last: the newest run that can be resumed)", file=sys.stderr)
+    state = load_run(store, run_id)
     if state.status in ("completed", "failed"):
         raise usage_error(f"run {state.run_id} already ended ({state.status}); nothing to resume")
     _check_no_subagent(state, store)

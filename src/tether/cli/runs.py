@@ -54,16 +54,29 @@ LAST = "last"
 _LAST_HELP = "the run (default: last, the newest, as `tether runs` lists it first)"
 
 
-def latest_run(settings: Settings) -> str:
+def latest_run(settings: Settings, *, resumable: bool = False) -> str:
     """The newest run's id (``last``), as ``tether runs`` lists it first (a sub-agent's run is not
-    one: it is listed under its parent); a usage error when none."""
+    one: it is listed under its parent); a usage error when none. With ``resumable`` (``tether
+    resume last``), the newest that can be resumed: stopped at a limit or for a person, or saved as
+    running by a process that is gone (known on this machine only: not for runs in a database)."""
+    from tether.status import RESUMABLE
+
+    held: Any = None
     if settings.database_url:
         rows, _ = _rows_of(run_store(settings).list())
     else:
         rows, _ = _rows(settings.home / "runs")
+        held = run_store(settings).held
     rows = [row for row in rows if row.parent_run_id is None]
     if not rows:
         raise usage_error("there is no run yet: `tether run ...` starts one")
+    if resumable:
+        rows = [r for r in rows if r.status in RESUMABLE or (r.status == "running" and held and not held(r.run_id))]
+        if not rows:
+            raise usage_error(
+                "no run can be resumed: none stopped at a limit, for a decision or by Ctrl-C (`tether runs` "
+                "lists them all)"
+            )
     return str(rows[0].run_id)
 
 
