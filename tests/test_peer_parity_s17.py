@@ -291,3 +291,27 @@ def test_middleware_hooks_read_the_run_s_deps() -> None:
     agent = Agent(FunctionModel(model), tools=[add], middleware=[Hooks()])
     assert run_sync(agent, "1 + 2?", deps={"user": "ada"}).output == "3"
     assert seen == [("start", "ada"), ("tool_start", "add", "ada"), ("tool_end", "add", "3")]
+
+
+def test_instructions_that_read_deps_through_a_middleware() -> None:
+    """Was: no deps, so instructions made from the caller's data (Pydantic AI's @agent.instructions
+    reading ctx.deps) had to be baked into a new Agent per user; a middleware's before_model reads
+    ctx.deps and adds them to the request's system prompt, each run its own."""
+    from dataclasses import replace
+
+    from tether.harness.middleware import Middleware
+
+    class UserName(Middleware):
+        async def before_model(self, ctx: Any, request: Any) -> Any:
+            return replace(request, system=f"{request.system}\n\nThe user's name is {ctx.deps['name']}.")
+
+    systems: list[str] = []
+
+    def model(messages: list[Any], request: Any) -> str:
+        systems.append(request.system)
+        return "Hello."
+
+    agent, state = Agent(FunctionModel(model), instructions="Be brief.", middleware=[UserName()]), RunState()
+    run_sync(agent, "Hi.", deps={"name": "Ada"}, state=state)
+    run_sync(agent, "Hi again.", deps={"name": "Grace"}, state=state)
+    assert systems == ["Be brief.\n\nThe user's name is Ada.", "Be brief.\n\nThe user's name is Grace."]
