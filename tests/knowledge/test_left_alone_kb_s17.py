@@ -3,16 +3,19 @@ outside (the command as a user types it, or the Python API) and fixed."""
 
 from __future__ import annotations
 
+import sqlite3
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+import tether.knowledge.store as kb_store
 from tests.cli import conftest as cli
-from tests.cli.conftest import run_main
-from tether.knowledge import Chunk, KnowledgeBase, chunk_text
+from tests.cli.conftest import run_main, tether
+from tether.knowledge import Chunk, KnowledgeBase, SqliteKnowledgeStore, chunk_text
 
+env = cli.env
 quiet_env = cli.quiet_env
 
 
@@ -63,3 +66,72 @@ def test_chunking_a_file_of_short_lines_holds_no_string_per_line_of_the_whole_fi
     peak = _peak_allocated(lambda: kb.add_text("lines.txt", text))
     assert peak < 6_000_000, peak  # the title was looked for in all the lines, split
     assert [h.citation for h in kb.search("99", mode="keyword", k=1).hits]
+
+
+THAI = "ผมชอบกินข้าวผัดกับไก่ทุกวัน\nเครื่องสูบน้ำต้องเปลี่ยนซีลทุกปี\n"  # no space between the words
+
+
+def test_a_thai_word_inside_a_sentence_is_found_as_a_chinese_one_is(
+    quiet_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: a run of Thai (as of Lao, Burmese, Khmer: written without spaces between words) was one
+    word to the index, so ``kb search ข้าวผัด`` found nothing in a sentence that holds it, where a
+    Chinese word inside a sentence was found (its runs are indexed as pairs of characters)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "thai.txt").write_text(THAI)
+    (tmp_path / "zh.txt").write_text("这个阀门的密封圈需要每年更换。\n")
+    (tmp_path / "en.txt").write_text("The pump seal is replaced every year.\n")
+    code, _, err = run_main("kb", "add", ".", "--embedder", "none", capsys=capsys)
+    assert code == 0, err
+    for word, where in (("ข้าวผัด", "thai.txt:1-2"), ("ซีล", "thai.txt:1-2"), ("密封圈", "zh.txt:1-1")):
+        code, out, err = run_main("kb", "search", word, "--mode", "keyword", capsys=capsys)
+        assert code == 0 and out.startswith(f"1. {where}"), (word, out, err)
+    code, out, _ = run_main("kb", "search", "pump seal", "--mode", "keyword", capsys=capsys)
+    assert [line.split()[1] for line in out.splitlines() if line[:1].isdigit()] == ["en.txt:1-1"]
+    kb = KnowledgeBase.open(":memory:")
+    kb.add_text("khmer.txt", "ខ្ញុំស្រឡាញ់ម្ហូបខ្មែរ\n")
+    assert [h.citation for h in kb.search("ស្រឡាញ់", mode="keyword").hits] == ["khmer.txt:1-1"]
+
+
+def _as_an_older_tether_left_it(db_path: Path) -> None:
+    """The base's full-text rows as a tether before FTS_WORDS 4 wrote them: a Thai run one word."""
+    db = sqlite3.connect(db_path)
+    with db:
+        rows = db.execute("SELECT id, text FROM chunks").fetchall()
+        db.execute("DELETE FROM chunks_fts")
+        db.executemany("INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)", rows)
+        db.execute("UPDATE meta SET value = '3' WHERE key = 'fts_words'")
+    db.close()
+
+
+def test_the_one_time_index_rebuild_says_so_on_stderr_and_reads_the_chunks_in_batches(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: a base made by an earlier tether had its full-text index made again when first opened,
+    without a word (a large base: a search that stood still for minutes), reading every chunk's text
+    at once and then each one's words beside it (the text held twice over)."""
+    home = Path(env["TETHER_HOME"])
+    (home / "kb").mkdir(parents=True)
+    kb = KnowledgeBase.open(home / "kb" / "default.db")
+    kb.add_text("thai.txt", THAI)
+    kb.add_text("notes.txt", "".join(f"note {i}: the pump seal number {i} is checked.\n" for i in range(3000)))
+    kb.close()
+    _as_an_older_tether_left_it(home / "kb" / "default.db")
+    out = tether("kb", "search", "ข้าวผัด", "--mode", "keyword", env=env, cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.startswith("1. thai.txt:1-2"), out
+    said = [line for line in out.stderr.splitlines() if "made again" in line]
+    assert len(said) == 1 and "once" in said[0] and "chunks" in said[0], out.stderr
+    again = tether("kb", "search", "ข้าวผัด", "--mode", "keyword", env=env, cwd=tmp_path)
+    assert again.stdout == out.stdout and "made again" not in again.stderr
+    # In batches: what the rebuild holds at once does not grow with the base.
+    _as_an_older_tether_left_it(home / "kb" / "default.db")
+    monkeypatch.setattr(kb_store, "REINDEX_BATCH", 50)
+    db = sqlite3.connect(home / "kb" / "default.db")
+    text = int(db.execute("SELECT SUM(LENGTH(text)) FROM chunks").fetchone()[0])  # about 140 kB
+    db.close()
+    peak = _peak_allocated(lambda: SqliteKnowledgeStore(home / "kb" / "default.db").close())
+    assert peak < text / 2, (peak, text)  # every chunk's text at once (and a copy of its words) was more
+    reopened = KnowledgeBase.open(home / "kb" / "default.db")
+    assert [h.citation for h in reopened.search("ข้าวผัด", mode="keyword").hits] == ["thai.txt:1-2"]
+    assert reopened.search("pump seal number 2999", mode="keyword").hits
+    reopened.close()

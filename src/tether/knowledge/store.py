@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import re
 import sqlite3
 import threading
@@ -65,11 +66,13 @@ BUSY_SECONDS = 30  # how long a write waits for another process's to end
 # The version of fts_text the full-text index holds (none: unicode61 on the raw text; 1: before
 # the vowel signs of Indic and Southeast Asian scripts were part of their words; 2: they were in
 # fts_text's words, but the table's tokenizer split at them, so its word counts, and BM25, were
-# not those of the words a store without FTS5 indexes)
-FTS_WORDS = "3"
+# not those of the words a store without FTS5 indexes; 3: before a run of Thai, Lao, Burmese or
+# Khmer was split into pairs of letters)
+FTS_WORDS = "4"
 # Marks (M*) are word characters too: fts_text keeps only those a word needs (a vowel sign), and the
 # table must not split there.
 FTS_TOKENIZER = "unicode61 remove_diacritics 2 categories 'L* N* Co M*'"
+REINDEX_BATCH = 2000  # chunks read at a time when the full-text index is made again
 BM25_K1 = 1.2  # FTS5's bm25() constants; a store that computes BM25 itself uses these
 BM25_B = 0.75
 
@@ -84,6 +87,11 @@ CJK = (
 )
 _CJK_RUN = re.compile(f"[{CJK}]+")
 _KANA_MARKS = "\u3099\u309a"  # ポ is not ホ: kept, as diacritics elsewhere are not
+# Thai, Lao, Burmese and Khmer are written without spaces between words too, their letters carrying
+# vowel signs (marks): a run of them is split into overlapping pairs of letters, each with its
+# marks. A Thai sentence was one word, found only by the whole sentence.
+UNSPACED = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u19e0-\u19ff\ua9e0-\ua9ff\uaa60-\uaa7f"
+_UNSPACED_RUN = re.compile(f"[{UNSPACED}]+")
 
 
 def _pairs(run: re.Match[str]) -> str:
@@ -91,6 +99,20 @@ def _pairs(run: re.Match[str]) -> str:
     if len(text) < 3:
         return f" {text} "
     return " " + " ".join(text[i : i + 2] for i in range(len(text) - 1)) + " "
+
+
+def _letter_pairs(run: re.Match[str]) -> str:
+    """A run of Thai, Lao, Burmese or Khmer as its overlapping pairs of letters, each letter with
+    the marks after it (สี is one: a pair of characters cut it in two)."""
+    letters: list[str] = []
+    for ch in run.group():
+        if letters and unicodedata.category(ch)[0] == "M":
+            letters[-1] += ch
+        else:
+            letters.append(ch)
+    if len(letters) < 3:
+        return f" {run.group()} "
+    return " " + " ".join(letters[i] + letters[i + 1] for i in range(len(letters) - 1)) + " "
 
 
 @functools.cache
@@ -113,13 +135,14 @@ def tokens(text: str) -> list[str]:
     """Words as the keyword index holds them: case-folded, accents dropped, split at anything that
     is not a letter or digit (``_`` too) or a mark joined to one (a vowel sign), and a run of
     Chinese, Japanese or Korean split into its overlapping pairs of characters (``密封圈`` is ``密封
-    封圈``; a word of one character is found where it stands alone). Both stores index these words,
+    封圈``; a word of one character is found where it stands alone), one of Thai, Lao, Burmese or
+    Khmer into its overlapping pairs of letters with their vowel signs. Both stores index these words,
     so a query and the index agree."""
     folded = unicodedata.normalize("NFKD", text.casefold())
     plain = "".join(ch for ch in folded if not unicodedata.combining(ch) or ch in _KANA_MARKS)
     if plain.isascii():
         return _TOKEN.findall(plain)
-    return _marked_words().findall(_CJK_RUN.sub(_pairs, plain))
+    return _marked_words().findall(_UNSPACED_RUN.sub(_letter_pairs, _CJK_RUN.sub(_pairs, plain)))
 
 
 def fts_text(text: str) -> str:
@@ -497,17 +520,33 @@ class SqliteKnowledgeStore:
 
     def _index_words_again(self) -> None:
         """A base made before :data:`FTS_WORDS`: its full-text index made again, once, in a table
-        with :data:`FTS_TOKENIZER` (a table's tokenizer is fixed when it is made). Not waited for:
-        a read-only file, or another process writing, leaves it to a later open."""
+        with :data:`FTS_TOKENIZER` (a table's tokenizer is fixed when it is made), and said so on
+        the ``tether.knowledge`` log (one line on stderr from the command line: a large base takes
+        a while). The chunks are read a batch at a time (all at once, with their words, the text was
+        held twice over). Not waited for: a read-only file, or another process writing, leaves it to
+        a later open."""
         self._db.execute("PRAGMA busy_timeout = 0")
         try:
             with self._tx() as db:
-                rows = db.execute(f"SELECT id, {self._INDEXED} FROM chunks").fetchall()
+                chunks = int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+                if chunks:
+                    logging.getLogger("tether.knowledge").warning(
+                        "the full-text index of the knowledge base %s is being made again, once (%d chunks): "
+                        "this tether splits the text into words otherwise than the one that made it",
+                        self.path,
+                        chunks,
+                    )
                 db.execute("DROP TABLE IF EXISTS chunks_fts")
                 db.execute(_FTS_TABLE)
-                db.executemany(
-                    "INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)", [(c, fts_text(t)) for c, t in rows]
-                )
+                after = -1
+                while rows := db.execute(
+                    f"SELECT id, {self._INDEXED} FROM chunks WHERE id > ? ORDER BY id LIMIT ?",
+                    (after, REINDEX_BATCH),
+                ).fetchall():
+                    db.executemany(
+                        "INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)", [(c, fts_text(t)) for c, t in rows]
+                    )
+                    after = rows[-1][0]
                 db.execute(
                     "INSERT INTO meta (key, value) VALUES ('fts_words', ?) ON CONFLICT(key) DO UPDATE SET "
                     "value = excluded.value",
