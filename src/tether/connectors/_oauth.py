@@ -17,7 +17,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -149,6 +149,29 @@ class _Provider(OAuthClientProvider):
         storage = self.context.storage
         if isinstance(storage, FileTokenStorage):
             self.context.token_expiry_time = storage.expires_at()
+
+    async def _auth_flow(self, request: Any) -> AsyncGenerator[Any, Any]:
+        """The SDK's flow, with one step first when the server refuses (401) an access token this
+        side still held valid: it expired on the way (a token with a second left, a busy machine, a
+        clock ahead of ours) or the server dropped it. The SDK then asks the person to sign in again;
+        a refresh token, when there is one, is tried first, and the request sent once more with what
+        it gives. Not when this request's token was refreshed just before it (the flow's first request
+        is then the refresh)."""
+        flow = super()._auth_flow(request)
+        outgoing = await flow.__anext__()
+        tried = outgoing is not request
+        while True:
+            response = yield outgoing
+            if outgoing is request and response.status_code == 401 and not tried and self.context.can_refresh_token():
+                tried = True
+                refreshed = yield await self._refresh_token()
+                if await self._handle_refresh_response(refreshed):
+                    self._add_auth_header(request)
+                    response = yield request
+            try:
+                outgoing = await flow.asend(response)
+            except StopAsyncIteration:
+                return
 
     async def _handle_refresh_response(self, response: Any) -> bool:
         """A refused refresh may have lost a race: an authorization server that rotates refresh tokens
