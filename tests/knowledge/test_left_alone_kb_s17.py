@@ -135,3 +135,66 @@ def test_the_one_time_index_rebuild_says_so_on_stderr_and_reads_the_chunks_in_ba
     assert [h.citation for h in reopened.search("ข้าวผัด", mode="keyword").hits] == ["thai.txt:1-2"]
     assert reopened.search("pump seal number 2999", mode="keyword").hits
     reopened.close()
+
+
+def _page(items: int) -> str:
+    """A page whose head (a style, a script, a comment) takes many lines the Markdown has not, and
+    whose paragraphs each spread over lines of their own."""
+    head = "<!DOCTYPE html>\n<html>\n<head>\n<title>Pump manual</title>\n<style>\n" + "p { margin: 0; }\n" * 40
+    head += "</style>\n<script>\nif (a < b) { x = '<p>'; }\n" + "var y = 1;\n" * 30 + "</script>\n</head>\n<body>\n"
+    body = "".join(
+        f'<div class="step">\n  <p>\n    Step {n}: turn\n    the valve marker{n}x\n    <a href="#s{n}">there</a>.\n  </p>\n</div>\n'
+        for n in range(items)
+    )
+    return head + "<!-- a comment\nof two lines -->\n" + body + "</body>\n</html>\n"
+
+
+def test_a_citation_of_an_html_file_names_the_lines_of_the_file_itself(
+    quiet_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: the chunks of an HTML file cited the lines of its Markdown conversion: ``page.html:40-52``
+    opened in an editor was the page's style sheet, the text cited far below it."""
+    monkeypatch.chdir(tmp_path)
+    page = _page(60)
+    (tmp_path / "page.html").write_text(page)
+    file_lines = page.split("\n")
+    code, _, err = run_main("kb", "add", "page.html", "--embedder", "none", capsys=capsys)
+    assert code == 0, err
+    for n in (0, 7, 33, 59):
+        code, out, err = run_main("kb", "search", f"marker{n}x", "--mode", "keyword", "-k", "1", capsys=capsys)
+        assert code == 0, err
+        start, end = map(int, out.split()[1].removeprefix("page.html:").split("-"))
+        cited = "\n".join(file_lines[start - 1 : end])
+        assert f"marker{n}x" in cited and f"Step {n}:" in cited, (n, start, end)
+        if n >= 10:  # the first chunk (steps 0 to 8) holds the title too, line 4, above the style
+            assert "<style>" not in cited and "var y" not in cited
+    # The text is the same Markdown as before: only the lines it cites changed.
+    kb = KnowledgeBase.open(":memory:")
+    from tether.knowledge.readers import html_text
+    from tether.tools.web import html_to_markdown
+
+    assert html_text(page)[0] == html_to_markdown(page)
+    kb.close()
+
+
+def test_an_html_file_added_by_an_earlier_tether_is_read_again_once_for_its_lines(
+    quiet_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was (with the fix above): an HTML file added before it, unchanged, was never read again, so
+    its chunks went on citing the lines of its Markdown."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "page.html").write_text(_page(40))
+    code, _, err = run_main("kb", "add", "page.html", "--embedder", "none", capsys=capsys)
+    assert code == 0, err
+    db = sqlite3.connect(quiet_env / "kb" / "default.db")
+    with db:  # as an earlier tether recorded it: its version without the mark of cited file lines
+        db.execute("UPDATE documents SET hash = replace(hash, 'lines.', '')")
+        db.execute("UPDATE chunks SET start_line = 1, end_line = 9")
+    db.close()
+    code, out, _ = run_main("kb", "add", "page.html", capsys=capsys)
+    assert out.splitlines()[0] == "page.html: 0 added, 1 updated, 0 unchanged"
+    code, out, _ = run_main("kb", "add", "page.html", capsys=capsys)
+    assert out.splitlines()[0] == "page.html: 0 added, 0 updated, 1 unchanged"
+    code, out, _ = run_main("kb", "search", "marker30x", "--mode", "keyword", "-k", "1", capsys=capsys)
+    start = int(out.split()[1].removeprefix("page.html:").split("-")[0])
+    assert start > 80, out

@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import io
+import itertools
 import os
 import re
 import stat
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tether.errors import ConfigError, StoreError, UserError
 from tether.knowledge.embed import Embedder
 from tether.knowledge.exact import identifiers, literal
-from tether.knowledge.readers import CANNOT_READ, MAX_PDF_PAGES
+from tether.knowledge.readers import CANNOT_READ, HTML_SUFFIXES, MAX_PDF_PAGES
 from tether.knowledge.store import (
     ANY_DOCUMENT,
     ChunkRow,
@@ -48,6 +49,7 @@ from tether.knowledge.store import (
 )
 
 if TYPE_CHECKING:
+    from tether.knowledge.chunking import Chunk
     from tether.knowledge.graph import Extractor
     from tether.knowledge.readers import Document
 
@@ -256,9 +258,12 @@ class KnowledgeBase:
         digest: str | None = None,
         embed: bool = True,
         replacing: int | None = ANY_DOCUMENT,
+        source_lines: Sequence[tuple[int, int]] | None = None,
     ) -> bool:
         """:meth:`add_text`; with ``replacing`` (the id of the document the caller found under
-        ``name``, None: none), :class:`NameTaken` and nothing written when another holds it now."""
+        ``name``, None: none), :class:`NameTaken` and nothing written when another holds it now.
+        With ``source_lines`` (a converted file's: the file's lines each line of ``text`` came
+        from), the chunks cite the file's lines."""
         meta = dict(meta or {})
         digest = digest or hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         text, masked = withhold_secrets(text)
@@ -272,6 +277,12 @@ class KnowledgeBase:
         from tether.knowledge.chunking import chunk_text  # imported by what adds, not by a search
 
         chunks = chunk_text(text, size=self.chunk_size, overlap=self.overlap, markdown=markdown)
+        if source_lines is not None:
+            placed = [_in_source(c, source_lines) for c in chunks]
+            # Unless two chunks would start on one line of the file (a page of one line, minified):
+            # a search gives one result per place, and those chunks keep the converted text's lines.
+            if all(a.start_line < b.start_line for a, b in itertools.pairwise(placed)):
+                chunks = placed
         if self.embedder is not None:
             self._claim_embedder()  # before any chunk is written
         kept = self.store.kept_vectors(name) if known is not None and self.embedder is not None else {}
@@ -485,6 +496,9 @@ class KnowledgeBase:
                 report.skipped.append((name, "not a regular file (a named pipe, socket or device)"))
                 return
             stamp = f"file:{info.st_size}:{info.st_mtime_ns}:"
+            if file.suffix.lower() in HTML_SUFFIXES:
+                # read again once by this tether: an earlier one cited the lines of its Markdown
+                stamp += "lines."
             if same_meta and known is not None and known.hash.startswith(stamp):
                 report.unchanged.append(name)  # same size and time: not even opened
                 return
@@ -498,7 +512,7 @@ class KnowledgeBase:
                 # the stamp would not change and the new text was never read. Such a file is
                 # hashed again by the next add rather than trusted by its stamp (git's "racy
                 # clean" rule).
-                stamp = "file:recent:"
+                stamp = "file:recent:" + stamp.rsplit(":", 1)[1]
             # Hashed and read through one descriptor, opened without following a link below the
             # folder: the file named when it was listed is the one read.
             fd = open_below(root, file) if root is not None else os.open(file, os.O_RDONLY | os.O_NONBLOCK)
@@ -523,6 +537,7 @@ class KnowledgeBase:
             digest=digest,
             embed=False,
             replacing=None if known is None else known.id,
+            source_lines=doc.lines,
         )
         if added:
             (report.updated if known is not None else report.added).append(name)
@@ -915,6 +930,14 @@ def shown_entities(names: Iterable[str]) -> list[str]:
     """``names`` without those that hold a credential (an entity of a base built before they were
     withheld: the key itself, or the heading it was in)."""
     return [name for name in names if not withhold_secrets(name)[1]]
+
+
+def _in_source(chunk: Chunk, source_lines: Sequence[tuple[int, int]]) -> Chunk:
+    """``chunk`` of a converted text citing the lines of the file it came from."""
+    spans = source_lines[chunk.start_line - 1 : chunk.end_line]
+    if not spans:
+        return chunk
+    return replace(chunk, start_line=min(a for a, _ in spans), end_line=max(b for _, b in spans))
 
 
 def _doc_name(file: Path) -> str:

@@ -88,6 +88,9 @@ class Document:
     kind: str  # text | markdown | code | html | pdf
     cut: str = ""  # why only a part of the file was read
     undecoded: int = 0  # how many characters of a text file that is not UTF-8 were read as U+FFFD
+    # For a text converted from the file (HTML): the file's lines (first, last) that each line of
+    # ``text`` came from, so that a citation names the lines a person opening the file sees
+    lines: list[tuple[int, int]] | None = None
 
 
 class Skipped(Exception):
@@ -130,11 +133,11 @@ def read_document(path: Path, *, max_pdf_pages: int = MAX_PDF_PAGES, stream: Bin
     if suffix in HTML_SUFFIXES:
         if binary:
             raise Skipped("binary (not text, HTML or PDF)")
-        from tether.tools.web import decode_text, html_to_markdown
+        from tether.tools.web import decode_text
 
-        text = html_to_markdown(decode_text(data, "text/html"))
-        title = text.splitlines()[0][2:].strip() if text.startswith("# ") else path.name
-        return Document(text, title, True, "html")
+        text, lines = html_text(decode_text(data, "text/html"))
+        title = text.split("\n", 1)[0][2:].strip() if text.startswith("# ") else path.name
+        return Document(text, title, True, "html", lines=lines)
     if binary:
         raise Skipped("binary (not text, HTML or PDF)")
     text = data.decode(codec or "utf-8-sig", errors="replace")
@@ -143,6 +146,91 @@ def read_document(path: Path, *, max_pdf_pages: int = MAX_PDF_PAGES, stream: Bin
     if suffix in MARKDOWN_SUFFIXES:
         return Document(text, "", True, "markdown", undecoded=undecoded)
     return Document(text, "", False, "text" if suffix in (".txt", ".text", "") else "code", undecoded=undecoded)
+
+
+# Where each line of an HTML file starts its text, the converter is handed a mark naming the line:
+# U+10FFFD, then the line number in two characters of plane 15's private use area. A page that uses
+# those code points itself is converted without marks, its citations the converted text's lines.
+_MARK = "\U0010fffd"
+_MARK_BASE = 0xF0000
+_MARK_DIGITS = 0xFFFE
+_MARKED = re.compile("\U0010fffd([\U000f0000-\U000ffffd])([\U000f0000-\U000ffffd])")
+_PRIVATE = re.compile("[\U000f0000-\U0010ffff]")
+_RAW_TEXT = re.compile(r"<(script|style)\b", re.IGNORECASE)
+_TAG_START = re.compile(r"</?[A-Za-z!?]")
+_LINK_TAG = re.compile(r"<a[\s>]", re.IGNORECASE)
+_LEAD = re.compile(r"[ \t\f\r\n]*")
+_LINE_INK = re.compile(r"(?:\r\n|\r|\n)[ \t\f]*(?=\S)")
+
+
+def html_text(html: str) -> tuple[str, list[tuple[int, int]] | None]:
+    """The Markdown of a page (:func:`tether.tools.web.html_to_markdown`) and, for each of its
+    lines, the lines of ``html`` (first, last) its text came from; None when they cannot be told."""
+    from tether.tools.web import html_to_markdown
+
+    if _PRIVATE.search(html) or _breaks(html, 0, len(html)) + 1 >= _MARK_DIGITS**2:
+        return html_to_markdown(html), None
+    out: list[str] = []
+    lines: list[tuple[int, int]] = []
+    line = 1  # the file's line the text so far came from
+    for converted in html_to_markdown(_with_line_marks(html)).split("\n"):
+        found = [(ord(hi) - _MARK_BASE) * _MARK_DIGITS + ord(lo) - _MARK_BASE for hi, lo in _MARKED.findall(converted)]
+        plain = _MARKED.sub("", converted).rstrip() if found else converted
+        first = min(found) if found else line
+        line = max(found) if found else line
+        if not plain and (not out or not out[-1]):
+            continue  # a line that held only marks: no blank line first, nor two, as the converter makes none
+        out.append(plain)
+        lines.append((first, max(first, line)))
+    while out and not out[-1]:
+        out.pop()
+        lines.pop()
+    return "\n".join(out), lines
+
+
+def _breaks(text: str, start: int, end: int) -> int:
+    """How many line breaks (LF, CRLF, a lone CR) ``text[start:end]`` holds."""
+    return text.count("\n", start, end) + text.count("\r", start, end) - text.count("\r\n", start, end)
+
+
+def _with_line_marks(html: str) -> str:
+    """``html`` with a line mark before the first text of each of its lines outside the markup
+    (tags, comments, scripts and styles), and before the first text after each tag. Linear: each
+    piece of markup is found by one search forward."""
+    parts: list[str] = []
+    at, line, counted, link = 0, 1, 0, False
+    while at < len(html):
+        lt = html.find("<", at)
+        end = len(html) if lt < 0 else lt
+        lead = _LEAD.match(html, at, end)
+        inks = [lead.end()] if lead is not None and lead.end() < end else []
+        inks += [m.end() for m in _LINE_INK.finditer(html, at, end)]
+        if link:
+            inks = []  # a link's text: one that is its address becomes <address> (marked, [address](address))
+        for where in inks:
+            line += _breaks(html, counted, where)
+            counted = where
+            parts.append(html[at:where])
+            parts.append(_MARK + chr(_MARK_BASE + line // _MARK_DIGITS) + chr(_MARK_BASE + line % _MARK_DIGITS))
+            at = where
+        parts.append(html[at:end])
+        if lt < 0:
+            break
+        if html.startswith("<!--", lt):
+            close = html.find("-->", lt + 4)
+            at = len(html) if close < 0 else close + 3
+        elif (raw := _RAW_TEXT.match(html, lt)) is not None:
+            closing = re.compile(f"</{raw.group(1)}", re.IGNORECASE).search(html, raw.end())
+            close = html.find(">", closing.end()) if closing is not None else -1
+            at = len(html) if close < 0 else close + 1
+        elif _TAG_START.match(html, lt):
+            close = html.find(">", lt)
+            at = len(html) if close < 0 else close + 1
+        else:  # a "<" in the text
+            at = lt + 1
+        link = _LINK_TAG.match(html, lt) is not None
+        parts.append(html[lt:at])
+    return "".join(parts)
 
 
 def _bom_codec(data: bytes) -> str | None:
