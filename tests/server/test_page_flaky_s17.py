@@ -15,6 +15,9 @@ pytestmark = NEEDS_CHROMIUM
 expect.set_options(timeout=15_000)
 
 
+SESSIONS = re.compile(r".*/v1/sessions.*")
+
+
 @pytest.fixture
 def server(served: Any) -> Any:
     return served(agents_module=AGENTS)
@@ -54,6 +57,7 @@ def test_a_message_typed_while_the_page_starts_waits_for_the_session_of_the_addr
     expect(page.locator(".turn")).to_have_count(1)
     expect(page.locator("#prompt")).to_have_value("second question")  # nothing lost
     assert page.url == session_url
+    expect(page.locator("#send")).to_be_enabled()  # the history's run replayed
     page.press("#prompt", "Enter")
     expect(page.locator(".turn")).to_have_count(2)
     expect(last_turn(page).locator(".status")).to_have_count(0)
@@ -62,3 +66,48 @@ def test_a_message_typed_while_the_page_starts_waits_for_the_session_of_the_addr
     assert page.url == session_url
     with server.client() as client:
         assert len(client.get("/v1/sessions").json()["sessions"]) == 1
+
+
+def test_a_chat_started_while_the_page_starts_is_not_replaced_under_a_message_being_sent(
+    page: Page, server: Any
+) -> None:
+    """Was: once its lists had come, the page opened the session in its address whatever had been
+    opened meanwhile. New chat clicked as soon as the agents showed (before the conversations'
+    list came) opened the new chat, and a message sent there was cut off: the page opened that chat
+    again over it, which aborted the message's request, and the turn vanished, never sent. Here the
+    list is held until the message is on its way."""
+    held: dict[str, list[Route]] = {"list": [], "message": []}
+
+    def hold(route: Route) -> None:
+        request = route.request
+        if request.method == "GET" and re.search(r"/v1/sessions$", request.url):
+            held["list"].append(route)
+        elif request.method == "POST" and re.search(r"/v1/sessions/s_\w+/messages$", request.url):
+            held["message"].append(route)
+        else:
+            route.continue_()
+
+    page.route(SESSIONS, hold)
+    page.goto(server.url)
+    expect(page.locator("#me")).to_contain_text("local")
+    page.select_option("#agent-pick", "configure")
+    page.click("#new-chat")
+    expect(page).to_have_url(re.compile(r"#s_\w+$"))
+    send(page, "I need a cabinet heater")
+    expect(page.locator(".turn")).to_have_count(1)
+    for _ in range(1000):  # a hang guard only: until the message's request is out (held)
+        if held["message"]:
+            break
+        page.wait_for_timeout(20)  # route handlers run while Playwright waits
+    assert len(held["message"]) == 1 and held["list"], held
+    held["list"].pop(0).continue_()  # the page's own first list: the page starts on
+    expect(page.locator("#sessions a")).to_have_count(1)  # it came: what the page does next is done
+    for route in held["message"] + held["list"]:
+        route.continue_()
+    page.unroute(SESSIONS)
+    expect(last_turn(page).locator(".widget-buttons h3")).to_have_text("Which series?")
+    expect(last_turn(page).locator(".status")).to_have_count(0)
+    expect(page.locator(".turn")).to_have_count(1)
+    with server.client() as client:
+        [session] = client.get("/v1/sessions").json()["sessions"]
+        assert len(client.get(f"/v1/sessions/{session['session_id']}").json()["turns"]) == 1

@@ -966,6 +966,7 @@ function showError(message) {
 }
 
 async function start() {
+  const shown = state.view; // what was shown before: a person who opens a chat meanwhile is not overruled
   let me;
   try {
     me = await api("/v1/me");
@@ -989,7 +990,9 @@ async function start() {
     } }));
   }
   await Promise.all([loadAgents(), loadSessions(), loadAccounts()]);
-  await openSession(hashSession());
+  // New chat clicked (or a conversation's link followed) while the lists came: that chat stays, and
+  // a message being sent there is not cut off by opening the address's session over it.
+  if (state.view === shown) await openSession(hashSession());
 }
 
 // The session named in the address after "#" (a link may carry one that is not valid percent-encoding:
