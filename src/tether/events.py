@@ -315,6 +315,8 @@ def to_trace(event: Event) -> dict[str, Any] | None:
             cost_unknown_usd=round(r.cost_unknown_usd, 8),
             tool_stats=r.tool_stats,
         )
+        if r.agent:  # which agent ran it (Agent.name); unnamed agents' lines are as they were
+            line["agent"] = r.agent
         return line
     if isinstance(event, Turn):
         line.update(

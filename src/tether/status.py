@@ -180,6 +180,7 @@ class RunResult(_Frozen):
     status: RunStatus
     interruption: Interruption | None = None
     reason: str | None = None
+    agent: str | None = None  # the name of the agent that ran it (Agent.name); None: unnamed
     # Set when the run failed on something only a person can fix (a tool's ConfigError, a
     # sub-agent that could not start): what, and what to change.
     misconfiguration: Misconfiguration | None = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -179,6 +180,7 @@ def build_agent(settings: Settings, recipe: Recipe) -> Agent:
     d = definition(settings, recipe.agent)
     return Agent(
         model=recipe.model,
+        name=recipe.agent or "",  # [agents.NAME]'s NAME: its runs record it, `tether runs` shows it
         description=d.description or "",
         instructions=d.instructions or DEFAULT_INSTRUCTIONS,
         tools=_tools(settings, recipe, d.tools),
@@ -298,6 +300,8 @@ def served_agents(
             )
         if not isinstance(agent, Agent):
             raise ConfigError(f"agent {name!r} is a {type(agent).__name__}, not a tether.Agent")
+        if not agent.name:  # one served as NAME is named so in its runs, as an [agents.NAME] agent is
+            agents[name] = replace(agent, name=name)
     if not agents:
         raise ConfigError("no agent to serve: define `agent` or `agents` in the module, or [agents.NAME]")
     return agents

@@ -164,16 +164,19 @@ def _tree(rows: list[Any]) -> list[tuple[Any, int]]:
 
 
 def _prompt(row: Any) -> str:
-    """The prompt, quoted and cut; a run made through the server before it kept one says so; a
-    sub-agent's run names the run that started it."""
+    """The prompt, quoted and cut, after the name of the agent that ran it (when it has one); a
+    run made through the server before it kept one says so; a sub-agent's run names the run that
+    started it."""
     if row.parent_run_id is not None:
-        return f"(sub-agent of run {row.parent_run_id})"
+        return f"(sub-agent {row.agent + ' ' if row.agent else ''}of run {row.parent_run_id})"
     prompt = row.config.get("prompt")
     if isinstance(prompt, str) and prompt:
-        return repr(prompt[:50])
-    if row.config.get("served"):
+        said = repr(prompt[:50])
+    elif row.config.get("served"):
         return f"(through the server, agent {row.config.get('agent', '?')})"
-    return "(no prompt recorded)"
+    else:
+        said = "(no prompt recorded)"
+    return f"{row.agent}: {said}" if row.agent else said  # the agent that ran it, when it has a name
 
 
 # A run saved as running that no process holds: its process stopped or was killed (it resumes).
@@ -199,6 +202,7 @@ def _json_row(row: Any, live: bool | None = None, lost: float = 0.0) -> dict[str
         "cost_usd": row.cost_usd,
         "cost_unknown_usd": lost,  # at most this much more: requests lost when a process died
         "model": row.model,
+        "agent": row.agent,  # the name of the agent that ran it (Agent.name, [agents.NAME]); null: unnamed
         "prompt": row.config.get("prompt"),
         "session_id": row.session_id,
         "created_at": row.created_at,
@@ -232,6 +236,7 @@ def _row_model() -> Any:
         call_in_flight: CallInFlight | None = None
         usage: Usage = Usage()
         model: str | None = None
+        agent: str | None = None
         unpriced_models: list[str] = []
         config: dict[str, Any] = {}
         session_id: str | None = None

@@ -134,6 +134,9 @@ class Agent:
     output_type: Any = None
     output_retries: int = 2  # corrections sent back for an answer that does not match, then `failed`
     description: str = ""  # what the agent is for, in a line (shown by `tether serve`'s page and API)
+    # What to call the agent: recorded with each of its runs (``RunState.agent``, the trace's last
+    # line, ``tether runs``) and the tool name ``as_tool()`` gives it when given none. "": no name.
+    name: str = ""
 
     def __post_init__(self) -> None:
         self._take_plain_functions()
@@ -163,11 +166,16 @@ class Agent:
                 raise AttributeError(f"Agent has no {name}: {_PEER_METHODS[name]}")
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    def as_tool(self, name: str, description: str, *, max_depth: int = 4) -> Any:
-        """This agent as a tool another agent can call (see tether.harness.subagent). A call that
-        would start a run ``max_depth`` levels of delegation deep is refused, in words."""
+    def as_tool(self, name: str | None = None, description: str | None = None, *, max_depth: int = 4) -> Any:
+        """This agent as a tool another agent can call (see tether.harness.subagent). Without a
+        ``name``, the tool is named after the agent's (``Agent(name="Billing desk")``: ``billing_desk``);
+        without a ``description``, the agent's. A call that would start a run ``max_depth`` levels of
+        delegation deep is refused, in words."""
         from tether.harness.subagent import AgentTool
 
+        if name is None:
+            name = _tool_name(self.name)
+        description = self.description if description is None else description
         return AgentTool(self, name, description, max_depth=max_depth)
 
     def tool_map(self) -> dict[str, Any]:
@@ -214,6 +222,25 @@ _PEER_METHODS = {
         "`extensions=[...]` an Extension whose prompt_block() returns it (docs/harness.md)"
     ),
 }
+
+
+def _tool_name(agent_name: object) -> str:
+    """The tool name ``as_tool()`` gives an agent named ``agent_name``: what model APIs take in a
+    tool's name (letters, digits, ``_`` and ``-``, at most 64), lower case, as the OpenAI Agents SDK
+    makes it; a ConfigError when there is nothing to make one of."""
+    import re
+
+    from tether.errors import ConfigError
+
+    made = (
+        re.sub(r"[^a-z0-9_-]+", "_", agent_name.strip().lower()).strip("_")[:64] if isinstance(agent_name, str) else ""
+    )
+    if not made:
+        raise ConfigError(
+            f"as_tool() needs a tool name: this agent's name ({agent_name!r}) gives none; write "
+            'agent.as_tool("name", "what it does"), or give the agent a name: Agent(..., name="researcher")'
+        )
+    return made
 
 
 def _listed_tools(tools: Any) -> list[Any]:

@@ -109,6 +109,7 @@ def _context(agent: Agent, state: RunState, signal: CancelSignal, store: StateSt
     )
     rc.count = counter_for(rc.model_name)
     state.model = rc.model_name
+    state.agent = agent.name or None
     return rc
 
 
@@ -118,6 +119,8 @@ def check_agent(agent: Agent, seen: set[int] | None = None) -> tuple[list[Candid
     each once, in ``seen``). Its models and tools, checked."""
     _check_limits(agent.max_budget_usd, agent.max_turns)
     _check_instructions(agent.instructions)
+    if not isinstance(agent.name, str):  # recorded with each run and written to its trace as text
+        raise ConfigError(f"name is the agent's name as text (got {agent.name!r:.60}); leave it out for none")
     _check_tokens(agent.max_tokens, agent.min_output_tokens)
     if agent.cwd is not None and not Path(agent.cwd).is_dir():  # as `tether run --cwd` refuses it
         raise ConfigError(

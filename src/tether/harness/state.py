@@ -202,6 +202,7 @@ class RunState(BaseModel):
     run_id: str = Field(default_factory=new_run_id)
     session_id: str | None = None
     model: str | None = None
+    agent: str | None = None  # the name of the agent that last ran it (Agent.name); None: unnamed
     messages: list[Message] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     cost_usd: float = 0.0
@@ -405,6 +406,7 @@ class RunState(BaseModel):
         answer = self.final_text()
         return RunResult(
             run_id=self.run_id,
+            agent=self.agent,
             status=self.status,
             interruption=self.interruption,
             reason=self.reason,
