@@ -324,8 +324,11 @@ def _announce(server: Any, host: str, listening: socket.socket) -> None:
     started = server.startup
 
     async def startup(sockets: Any = None) -> None:
+        from tether.server.runs import tune_collector
+
         hand_over_sigterm()  # uvicorn holds SIGTERM now: a shutdown ends the process as it always has
         await started(sockets=sockets)
+        tune_collector()  # the app and its agents are built: what they made is not walked again
         listening.listen(LISTEN_QUEUE)  # asyncio set the kernel's queue to its accept batch: widen it again
         for s in getattr(server, "servers", ()):
             for sock in s.sockets:

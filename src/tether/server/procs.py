@@ -42,7 +42,7 @@ from tether.events import Done
 from tether.harness.context import without_secrets
 from tether.harness.state import RunState
 from tether.server.events import encode_event, event_data, for_clients
-from tether.server.runs import drive, refused, run_tracer
+from tether.server.runs import drive, refused, run_tracer, tune_collector
 from tether.server.store import TurnRecord
 
 __all__ = ["RunProcesses", "main"]
@@ -531,6 +531,7 @@ async def _serve(fd: int) -> int:
         await wire.close()
         return 1
     out.line("R")
+    tune_collector()  # its agents are built: as the server's own process (tether.server.runs)
     stopping = asyncio.Event()
     with contextlib.suppress(NotImplementedError):
         loop.add_signal_handler(signal.SIGTERM, stopping.set)
