@@ -111,3 +111,48 @@ def test_a_chat_started_while_the_page_starts_is_not_replaced_under_a_message_be
     with server.client() as client:
         [session] = client.get("/v1/sessions").json()["sessions"]
         assert len(client.get(f"/v1/sessions/{session['session_id']}").json()["turns"]) == 1
+
+
+def test_a_message_sent_while_new_chat_is_being_made_goes_to_the_new_chat(page: Page, server: Any) -> None:
+    """Was: New chat showed the new chat only once the server had made it; a message sent before
+    (typed at once after the click) went to the conversation still shown, and vanished from view as
+    the new chat opened (on a page with none shown it made a second new chat of its own, racing
+    the first). Page tests that click New chat and press Enter at once could hit it under load. Here
+    the server's answer to New chat is held until the message has been sent."""
+    page.goto(server.url)
+    expect(page.locator("#me")).to_contain_text("local")
+    page.select_option("#agent-pick", "configure")
+    page.click("#new-chat")
+    expect(page).to_have_url(re.compile(r"#s_\w+$"))
+    first_url = page.url
+    send(page, "first question")
+    expect(last_turn(page).locator(".status")).to_have_count(0)
+
+    held: list[Route] = []
+
+    def hold(route: Route) -> None:
+        if route.request.method == "POST" and re.search(r"/v1/sessions$", route.request.url):
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route(SESSIONS, hold)
+    page.click("#new-chat")
+    send(page, "I need a cabinet heater")
+    for _ in range(1000):  # a hang guard only: until New chat's request is out (held)
+        if held:
+            break
+        page.wait_for_timeout(20)  # route handlers run while Playwright waits
+    for route in held:
+        route.continue_()
+    page.unroute(SESSIONS)
+    expect(page).not_to_have_url(first_url)
+    expect(last_turn(page).locator(".widget-buttons h3")).to_have_text("Which series?")
+    expect(last_turn(page).locator(".status")).to_have_count(0)
+    expect(page.locator(".turn")).to_have_count(1)
+    expect(last_turn(page).locator(".user-msg")).to_have_text("I need a cabinet heater")
+    with server.client() as client:
+        sessions = client.get("/v1/sessions").json()["sessions"]
+        turns = {s["session_id"]: client.get(f"/v1/sessions/{s['session_id']}").json()["turns"] for s in sessions}
+    assert sorted(len(t) for t in turns.values()) == [1, 1], turns
+    assert turns[first_url.rsplit("#", 1)[1]][0]["text"] == "first question"

@@ -16,6 +16,7 @@ const state = {
   agents: [],
   sessionId: null,
   view: null, // the shown conversation: {abort, turns, feedback, streams}
+  making: null, // New chat's request, while it is out
 };
 
 // ---- small DOM helpers -------------------------------------------------------------------------
@@ -864,9 +865,18 @@ async function loadFeedback(view) {
   }
 }
 
+// A message sent while a new chat is being made (typed at once after New chat) waits until it is
+// open and goes there, not to the conversation still shown, nor to a second new chat of its own.
 async function newSession() {
   const body = state.agents.length > 1 ? { agent: $("agent-pick").value } : {};
-  const session = await api("/v1/sessions", { method: "POST", body });
+  const asked = api("/v1/sessions", { method: "POST", body });
+  state.making = asked;
+  let session;
+  try {
+    session = await asked;
+  } finally {
+    if (state.making === asked) state.making = null;
+  }
   const opened = openSession(session.session_id); // sets state.sessionId before hashchange looks
   location.hash = encodeURIComponent(session.session_id);
   await Promise.all([opened, loadSessions()]);
@@ -876,6 +886,7 @@ async function newSession() {
 async function sendMessage(text, values) {
   text = text.trim();
   if (!text) return;
+  if (state.making) await state.making.catch(() => null); // opened by then (its failure is said by New chat)
   if (!state.sessionId && !(await newSession().catch((err) => { showError(`Not sent: ${err.message}`); return null; }))) return;
   const view = state.view;
   const messageId = newId("m_");
