@@ -125,3 +125,54 @@ def test_an_agent_from_config_is_named_by_its_table(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     (row,) = json.loads(_tether("runs", "--json", home=home).stdout)
     assert row["agent"] == "helper"
+
+
+# --- 2. a run's limit in tokens ---------------------------------------------------------------------
+
+
+class _Spender(FunctionModel):
+    """A model that writes every token it is allowed (its usage says so): the worst case each time."""
+
+    async def complete(self, request: Any) -> Any:
+        from dataclasses import replace
+
+        response = await super().complete(request)
+        usage = response.message.usage.model_copy(update={"completion_tokens": request.max_tokens})
+        return replace(response, message=response.message.model_copy(update={"usage": usage}))
+
+
+def _loops(messages: list[Any], request: Any) -> Any:
+    return call(f"c{len(messages)}", "note", {"text": "more"})
+
+
+def _note(text: str) -> str:
+    """Take a note."""
+    return "noted " + text * 50
+
+
+def test_a_runs_tokens_are_bounded_and_never_exceeded() -> None:
+    """Was: no limit in tokens (Pydantic AI's UsageLimits(total_tokens_limit)): Agent(max_run_tokens=...)
+    was a TypeError, and the dollar budget, the only bound, needs a price. Now each call is planned
+    against what the limit leaves (its prompt plus the output it is allowed), so a model that writes
+    every token it may still leaves the run inside the limit, and the run ends budget_exceeded."""
+    model = _Spender(_loops)
+    limit = 6000
+    agent = Agent(model, tools=[_note], max_run_tokens=limit, max_tokens=1000, max_turns=40)
+    result = run_sync(agent, "take notes until told to stop")
+    assert result.status == "budget_exceeded", result.reason
+    assert "token limit (6,000" in (result.reason or ""), result.reason
+    assert result.usage.total_tokens <= limit, result.usage
+    assert len(model.requests) >= 3  # it ran until the limit, not stopped at once
+    assert model.requests[-1].max_tokens < 1000  # the last call was allowed only what was left
+    unlimited = run_sync(Agent(_Spender(_loops), tools=[_note], max_tokens=1000, max_turns=40), "take notes")
+    assert unlimited.status == "max_turns_exceeded" and unlimited.usage.total_tokens > limit
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "1000", True])
+def test_a_token_limit_that_is_no_count_is_refused(bad: object) -> None:
+    """Was: max_run_tokens did not exist. A value that is no whole number of tokens would be no
+    limit, or stop every run: it is a ConfigError before anything is sent."""
+    model = FunctionModel(lambda messages, request: "x")
+    with pytest.raises(ConfigError, match="max_run_tokens must be a whole number of tokens"):
+        run_sync(Agent(model, max_run_tokens=bad), "hi")  # type: ignore[arg-type]
+    assert model.requests == []

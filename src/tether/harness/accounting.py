@@ -15,6 +15,7 @@ from typing import Any
 
 from tether.errors import ProviderError, RunCancelled
 from tether.harness.context import Candidate, RunContext
+from tether.harness.limits import tokens_left
 from tether.harness.state import CallInFlight, RunState
 from tether.providers.base import (
     ModelRequest,
@@ -147,6 +148,8 @@ async def side_call(
 
             max_tokens = affordable
             request = replace(request, max_tokens=max_tokens)
+    request = _within_tokens(rc, request, prompt, max_tokens, candidate.name)
+    max_tokens = request.max_tokens or max_tokens
     worst = price.worst_case(prompt, max_tokens) if price else None
     own = CallInFlight(model=candidate.name, prompt_tokens=prompt, max_tokens=max_tokens, max_cost_usd=worst)
     join_in_flight(rc.state, own)  # a kill now counts both
@@ -183,6 +186,23 @@ async def side_call(
     response = accounted(response, request, candidate.name, prompt)
     _over(rc, own, response.message.usage, candidate, sent)
     return response
+
+
+def _within_tokens(rc: RunContext, request: ModelRequest, prompt: int, max_tokens: int, name: str) -> ModelRequest:
+    """``request`` allowed the output the run's token limit leaves (``max_run_tokens``), the
+    request already out counted at its worst; a ProviderError when it leaves too few to ask."""
+    tokens = tokens_left(rc.agent, rc.state)
+    if tokens is None:
+        return request
+    outer = rc.state.call_in_flight
+    tokens -= prompt + ((outer.prompt_tokens + outer.max_tokens) if outer is not None else 0)
+    if tokens < min(max_tokens, max(rc.agent.min_output_tokens, 1)):
+        raise ProviderError(f"the run's token limit leaves too few tokens for a call to {name}")
+    if tokens >= max_tokens:
+        return request
+    from dataclasses import replace
+
+    return replace(request, max_tokens=tokens)
 
 
 def _counter(rc: RunContext, model: str) -> Callable[[str], int]:

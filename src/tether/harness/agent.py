@@ -68,7 +68,8 @@ class Agent:
     with :func:`~tether.tool`, ``FILE_TOOLS``, another agent's ``as_tool``), ``cwd`` (where the file
     and shell tools work; default the current directory), ``max_turns`` (model calls per run,
     default 50; None: no limit), ``max_budget_usd`` (dollars per run, never exceeded; None: no
-    budget; a model without a known price needs ``price``), ``fallback_models`` and ``retry``
+    budget; a model without a known price needs ``price``), ``max_run_tokens`` (tokens per run,
+    never exceeded; needs no price), ``fallback_models`` and ``retry``
     (:class:`~tether.harness.retry.RetryPolicy`), ``output_type`` (a pydantic model the answer is
     validated into), ``middleware`` (checks on what goes in and comes out, ``LoopGuard``, limits)
     and ``extensions`` (layers that bring tools and instructions of their own). Everything is
@@ -81,6 +82,10 @@ class Agent:
     cwd: Path | str | None = None
     max_turns: int | None = 50
     max_budget_usd: float | None = None
+    # Tokens per run, prompt and output of every model call it makes (summaries and a policy's own
+    # calls too), as its usage counts them; never exceeded: checked, as the budget is, before each
+    # call with that call's worst case. None: no limit. Pydantic AI's UsageLimits(total_tokens_limit).
+    max_run_tokens: int | None = None
     stop_when: Sequence[StopCondition] = ()
     max_tokens: int = 4096
     # Text cut off at max_tokens is continued once, with no tools offered, and merged into one

@@ -43,6 +43,7 @@ from tether.errors import ConfigError, ContextOverflowError, ProviderError, Retr
 from tether.events import Compaction, Event, Retry
 from tether.harness.agent import Agent, Stop
 from tether.harness.context import RunContext
+from tether.harness.limits import tokens_left
 from tether.harness.pump import Finished
 from tether.harness.state import TRIMMED, conversation_turns, turn_start
 from tether.messages import (
@@ -205,6 +206,11 @@ def summary_request(
         max_tokens = min(max_tokens, rc.price.affordable_output_tokens(prompt, budget - rc.state.spent_usd))
         if max_tokens < max(min(rc.agent.min_output_tokens, rc.agent.max_tokens), 1):
             raise ProviderError("the remaining budget cannot pay for a summary")
+    left = tokens_left(rc.agent, rc.state)
+    if left is not None:  # the run's token limit, as the budget above
+        max_tokens = min(max_tokens, left - (int(rc.count(prompt_text) * 1.02) + 32))
+        if max_tokens < max(min(rc.agent.min_output_tokens, rc.agent.max_tokens), 1):
+            raise ProviderError("the run's token limit leaves too few tokens for a summary")
     return ModelRequest(model=rc.model.model_id, messages=[UserMessage.text(prompt_text)], max_tokens=max_tokens)
 
 

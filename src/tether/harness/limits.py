@@ -24,7 +24,15 @@ from tether.status import (
 from tether.tokens import PER_MESSAGE, count_tokens, message_tokens
 from tether.usage import Price
 
-__all__ = ["CallPlan", "estimate_prompt_tokens", "message_tokens", "plan_call", "with_margin"]
+__all__ = [
+    "CallPlan",
+    "estimate_prompt_tokens",
+    "message_tokens",
+    "plan_call",
+    "plans_calls",
+    "tokens_left",
+    "with_margin",
+]
 
 _SAFETY = 1.02
 
@@ -133,16 +141,26 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens:
                 return Stop("completed", f"stop condition {getattr(condition, '__name__', '')} met")
             if isinstance(verdict, Stop):
                 return verdict
-    if agent.max_budget_usd is None:
+    if agent.max_budget_usd is None and agent.max_run_tokens is None:
         return CallPlan(agent.max_tokens, 0)
+    prompt = prompt_tokens()
+    least = max(min(agent.min_output_tokens, agent.max_tokens), 1)
+    left = tokens_left(agent, state)
+    if left is not None and left - prompt < least:
+        return Stop(
+            "budget_exceeded",
+            f"the run's token limit ({agent.max_run_tokens:,}, {state.usage.total_tokens:,} used) leaves too few for "
+            f"another call: ~{prompt:,} prompt tokens plus at least {least} output tokens",
+        )
+    max_tokens = agent.max_tokens if left is None else min(agent.max_tokens, left - prompt)
+    if agent.max_budget_usd is None:
+        return CallPlan(max_tokens, prompt)
     if price is None:  # checked when the run starts; kept here for direct callers
         raise ConfigError("max_budget_usd is set but the price of this model is unknown")
-    prompt = prompt_tokens()
     remaining = agent.max_budget_usd - state.spent_usd
     affordable = price.affordable_output_tokens(prompt, remaining)
-    max_tokens = min(agent.max_tokens, affordable)
+    max_tokens = min(max_tokens, affordable)
     # 0 affordable: the prompt alone costs more than is left; a max_tokens below the minimum is the agent's own.
-    least = max(min(agent.min_output_tokens, agent.max_tokens), 1)
     if max_tokens < least:
         lost = (
             f"; what was spent counts ${state.cost_unknown_usd:.6f}, the worst case, for requests lost in a crash"
@@ -157,3 +175,18 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens:
             MaxBudgetInterruption(max_budget_usd=agent.max_budget_usd, spent_usd=state.spent_usd),
         )
     return CallPlan(max_tokens, prompt)
+
+
+def tokens_left(agent: Agent, state: RunState) -> int | None:
+    """What ``max_run_tokens`` leaves for the run's next call, prompt and output together (None: no
+    limit): the limit less every token the run's usage counts (its turns, retries, summaries, a
+    policy's calls, and what a call cut short consumed, all charged there as they are to the cost)."""
+    if agent.max_run_tokens is None:
+        return None
+    return agent.max_run_tokens - state.usage.total_tokens
+
+
+def plans_calls(agent: Agent) -> bool:
+    """Whether each call is planned against a limit (the budget, the token limit): its prompt is
+    then counted exactly (the tokenizer loaded, the system prompt and tools counted) first."""
+    return agent.max_budget_usd is not None or agent.max_run_tokens is not None

@@ -34,7 +34,7 @@ from tether.harness.context import (
 )
 from tether.harness.extension import snapshot_blocks, start_extensions, starting_in, stop_extensions, system_prompt
 from tether.harness.length import CUT, Continuation, continues, is_cut
-from tether.harness.limits import CallPlan, plan_call
+from tether.harness.limits import CallPlan, plan_call, plans_calls
 from tether.harness.model_call import ask_model
 from tether.harness.pump import Finished, late_events, pump
 from tether.harness.retry import RetryPolicy, check_first_token_timeout
@@ -117,10 +117,8 @@ def check_agent(agent: Agent, seen: set[int] | None = None) -> tuple[list[Candid
     """What refuses ``agent`` before anything runs (:class:`ConfigError`): its limits and settings,
     its models, its tools, and those of the agents it hands tasks to (a tool's ``check_config``;
     each once, in ``seen``). Its models and tools, checked."""
-    _check_limits(agent.max_budget_usd, agent.max_turns)
-    _check_instructions(agent.instructions)
-    if not isinstance(agent.name, str):  # recorded with each run and written to its trace as text
-        raise ConfigError(f"name is the agent's name as text (got {agent.name!r:.60}); leave it out for none")
+    _check_limits(agent.max_budget_usd, agent.max_turns, agent.max_run_tokens)
+    _check_instructions(agent.instructions, agent.name)
     _check_tokens(agent.max_tokens, agent.min_output_tokens)
     if agent.cwd is not None and not Path(agent.cwd).is_dir():  # as `tether run --cwd` refuses it
         raise ConfigError(
@@ -158,7 +156,7 @@ def check_agent(agent: Agent, seen: set[int] | None = None) -> tuple[list[Candid
     return candidates, tools
 
 
-def _check_limits(budget: object, turns: object) -> None:
+def _check_limits(budget: object, turns: object, tokens: object = None) -> None:
     """A limit that is no amount would be no limit (NaN compares false) or stop every run."""
     amount = isinstance(budget, int | float) and not isinstance(budget, bool) and math.isfinite(budget)
     if budget is not None and not (amount and budget >= 0):  # type: ignore[operator]
@@ -168,6 +166,11 @@ def _check_limits(budget: object, turns: object) -> None:
         )
     if turns is not None and not _whole(turns, 0):
         raise ConfigError(f"max_turns must be a whole number, zero or more (got {turns!r}); leave it None for no limit")
+    if tokens is not None and not _whole(tokens, 0):
+        raise ConfigError(
+            f"max_run_tokens must be a whole number of tokens, zero or more (got {tokens!r}); "
+            "leave it None for no limit"
+        )
 
 
 def _check_tokens(max_tokens: object, least: object) -> None:
@@ -211,7 +214,9 @@ def _finish_future(done: asyncio.Future[None]) -> None:
         done.set_result(None)
 
 
-def _check_instructions(instructions: Any) -> None:
+def _check_instructions(instructions: Any, name: object = "") -> None:
+    if not isinstance(name, str):  # recorded with each run and written to its trace as text
+        raise ConfigError(f"name is the agent's name as text (got {name!r:.60}); leave it out for none")
     if not isinstance(instructions, str):  # a function failed deep in the token count, the run `failed`
         raise ConfigError(
             f"instructions is the system prompt as text (got {instructions!r:.60}). For instructions made "
@@ -658,7 +663,7 @@ async def _start(rc: RunContext) -> AsyncIterator[Event]:
         state.cost_unknown_usd += lost.max_cost_usd or 0.0
         rc.persist(durable=False)
         yield SpentUnknown(state.run_id, lost.model, lost.prompt_tokens, lost.max_tokens, lost.max_cost_usd)
-    if rc.agent.max_budget_usd is not None:
+    if plans_calls(rc.agent):
         _start_counter(rc)  # the first plan waits for exact counts: start them now
     for mw in rc.agent.middleware:
         verdict = None
@@ -679,8 +684,9 @@ async def _start(rc: RunContext) -> AsyncIterator[Event]:
 
 
 def _capped(rc: RunContext, last: AssistantMessage) -> bool:
-    """Whether the budget, not ``max_tokens``, cut the reply (its plan allowed fewer tokens)."""
-    capped = rc.agent.max_budget_usd is not None and last.finish_reason == CUT
+    """Whether the budget (or the token limit), not ``max_tokens``, cut the reply (its plan allowed
+    fewer tokens)."""
+    capped = plans_calls(rc.agent) and last.finish_reason == CUT
     return capped and (last.usage is None or last.usage.completion_tokens < rc.agent.max_tokens)
 
 
@@ -706,7 +712,8 @@ def _finish(rc: RunContext, last: AssistantMessage) -> Stop | None:
     """How a final answer ends the run; None when it was sent back for a correction."""
     if _capped(rc, last):
         return Stop(
-            "budget_exceeded", "the last reply was cut short: the remaining budget could not pay for a longer one"
+            "budget_exceeded",
+            "the last reply was cut short: the remaining budget (or token limit) could not pay for a longer one",
         )
     if last.finish_reason == ENDED_BY_TOOL:
         return Stop(

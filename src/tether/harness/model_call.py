@@ -34,7 +34,7 @@ from tether.harness.accounting import (
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext, fixed_prompt_tokens, without_secrets
 from tether.harness.length import UNFINISHED, Continuation
-from tether.harness.limits import CallPlan, estimate_prompt_tokens, plan_call
+from tether.harness.limits import CallPlan, estimate_prompt_tokens, plan_call, plans_calls, tokens_left
 from tether.harness.middleware import StreamKind, chain_model, filter_stream, flush_stream, hook_result
 from tether.harness.pump import Finished, pump
 from tether.harness.retry import FirstTokenTimeout
@@ -82,7 +82,7 @@ async def ask_model(rc: RunContext, continuation: Continuation | None = None) ->
     """Make one model call (with retries and fallback) or set ``rc.halt``. With ``continuation``
     the call continues the cut reply at the end of the transcript, and is merged into it."""
     turn = _Attempt()
-    if rc.agent.max_budget_usd is not None:
+    if plans_calls(rc.agent):
         await rc.counter_ready()  # the budget plans with exact counts
     while rc.halt is None:
         begun = await _begin(rc, turn)
@@ -322,7 +322,7 @@ async def _fall_back(rc: RunContext, turn: _Attempt, exc: ProviderError) -> Asyn
     before = rc.model_name
     rc.active += 1
     rc.count_as(rc.model_name)  # the budget plans the fallback's prompts as the fallback counts them
-    if rc.agent.max_budget_usd is not None:
+    if plans_calls(rc.agent):
         await rc.counter_ready()
     turn.attempt = 0
     turn.given_up.append(f"{before} ({exc})")
@@ -494,6 +494,18 @@ async def _ask_again(
             )
         if affordable < max_tokens:
             max_tokens = affordable
+            request = replace(request, max_tokens=max_tokens)
+    tokens = tokens_left(rc.agent, rc.state)
+    if tokens is not None:  # the token limit, after the replies it already had, counted as the budget counts them
+        tokens -= sum(r.message.usage.total_tokens for r in replies if r.message.usage) + prompt
+        if tokens < max(min(rc.agent.min_output_tokens, rc.agent.max_tokens), 1):
+            return Stop(
+                "budget_exceeded",
+                f"a middleware asked {rc.model_name} again in one turn, and the run's token limit "
+                f"({rc.agent.max_run_tokens:,}) leaves too few for another call: ~{prompt:,} prompt tokens",
+            )
+        if tokens < max_tokens:
+            max_tokens = tokens
             request = replace(request, max_tokens=max_tokens)
     worst = price.worst_case(prompt, max_tokens) if price else None
     own = CallInFlight(model=rc.model_name, prompt_tokens=prompt, max_tokens=max_tokens, max_cost_usd=worst)
