@@ -16,7 +16,7 @@ import pytest
 from tether import Agent, RunStore, run_sync
 from tether.errors import ConfigError
 from tether.harness.state import RunState
-from tether.messages import ToolMessage
+from tether.messages import ToolMessage, UserMessage
 from tether.testing import FunctionModel, call
 from tether.tracing import JsonlTracer, read_trace
 
@@ -176,3 +176,29 @@ def test_a_token_limit_that_is_no_count_is_refused(bad: object) -> None:
     with pytest.raises(ConfigError, match="max_run_tokens must be a whole number of tokens"):
         run_sync(Agent(model, max_run_tokens=bad), "hi")  # type: ignore[arg-type]
     assert model.requests == []
+
+
+# --- 3. a message's text, whoever wrote it ----------------------------------------------------------
+
+
+def test_every_messages_text_reads_alike() -> None:
+    """Was: UserMessage.text was only the maker of a message (UserMessage.text("hi")), so on a
+    person's message `state.messages[0].text` gave a bound method (printed as such, and
+    `.text.strip()` an AttributeError), where an assistant's or a tool's message gave its text. Now
+    a message's `.text` is its text whatever its role; UserMessage.text("hi") still makes one."""
+    state = RunState()
+    model = FunctionModel(
+        lambda messages, request: call("c1", "_note", {"text": "x"}) if len(messages) == 1 else "done"
+    )
+    result = run_sync(Agent(model, tools=[_note]), "take a note, please", state=state)
+    assert result.status == "completed", result.reason
+    texts = [m.text.strip() for m in state.messages]
+    assert texts[0] == "take a note, please" and texts[-1] == "done" and texts[2].startswith("noted x")
+    made = UserMessage.text("hi")
+    assert isinstance(made, UserMessage) and made.text == "hi" and made == UserMessage.text("hi")
+    assert made.model_dump(mode="json") == {  # the text stays no field: what is saved is unchanged
+        "role": "user",
+        "content": [{"type": "text", "text": "hi"}],
+        "summary_turns": None,
+        "turn_so_far": None,
+    }

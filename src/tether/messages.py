@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Sequence
-from typing import Annotated, Any, Literal, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -84,6 +84,26 @@ UserPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
 AssistantPart = Annotated[TextPart | ReasoningPart | ToolCallPart, Field(discriminator="type")]
 
 
+class _TextOrMake:
+    """``UserMessage.text``: on the class, what makes a message of text (``UserMessage.text("hi")``,
+    as it always did); on a message, its text, as ``AssistantMessage.text`` and ``ToolMessage.text``
+    read theirs (it was the maker there too: ``messages[0].text`` gave a bound method, and
+    ``messages[0].text.strip()`` an AttributeError)."""
+
+    @overload
+    def __get__(self, message: None, owner: type[UserMessage]) -> Callable[[str], UserMessage]: ...
+    @overload
+    def __get__(self, message: UserMessage, owner: type[UserMessage]) -> str: ...
+    def __get__(self, message: UserMessage | None, owner: type[UserMessage]) -> Callable[[str], UserMessage] | str:
+        if message is None:
+            return functools.partial(_make_user_message, owner)
+        return "".join(p.text for p in message.content if isinstance(p, TextPart))
+
+
+def _make_user_message(cls: type[UserMessage], text: str) -> UserMessage:
+    return cls(content=(TextPart(text=text),))
+
+
 class UserMessage(_Frozen):
     """What the person sent (text and images), or the summary that replaced earlier turns."""
 
@@ -98,9 +118,8 @@ class UserMessage(_Frozen):
     # Never sent to a model.
     turn_so_far: tuple[TurnMessage, ...] | None = None
 
-    @classmethod
-    def text(cls, text: str) -> UserMessage:
-        return cls(content=(TextPart(text=text),))
+    # ``UserMessage.text("hi")`` makes a message; ``message.text`` reads one's text, as on the others.
+    text: ClassVar[_TextOrMake] = _TextOrMake()
 
 
 class AssistantMessage(_Frozen):
@@ -216,12 +235,8 @@ def text_of(messages: Sequence[Message]) -> str:
             out.append(m.text)
             out.extend(c.name + c.arguments for c in m.tool_calls)
         else:
-            out.append(m.text if isinstance(m, ToolMessage) else _user_text(m))
+            out.append(m.text)
     return "\n".join(out)
-
-
-def _user_text(m: UserMessage) -> str:
-    return "".join(p.text for p in m.content if isinstance(p, TextPart))
 
 
 NOT_JSON: object = object()  # what parse_arguments returns for arguments that are not JSON
