@@ -391,13 +391,17 @@ async def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     done: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()
 
-    def work() -> None:
+    def work() -> Callable[[], None]:
         try:
             outcome: tuple[Any, BaseException | None] = (context.run(fn, **kwargs), None)
         except BaseException as exc:  # handed to the awaiting task, as to_thread does
             outcome = (None, exc)
-        with contextlib.suppress(RuntimeError):  # the loop may be gone: nobody waits any more
-            loop.call_soon_threadsafe(_settle, done, outcome)
+
+        def hand_over() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop may be gone: nobody waits any more
+                loop.call_soon_threadsafe(_settle, done, outcome)
+
+        return hand_over
 
     _WORKERS.submit(work)
     return await done
@@ -413,6 +417,9 @@ def _settle(done: asyncio.Future[Any], outcome: tuple[Any, BaseException | None]
         done.set_result(value)
 
 
+_Job = Callable[[], Callable[[], None] | None]  # a job, and what it hands over once its thread is free
+
+
 class _DaemonWorkers:
     """The threads sync tools run on: daemon threads (one blocked for good holds up neither
     ``asyncio.run`` nor the process's exit), kept for the next call (starting a thread costs a
@@ -422,7 +429,7 @@ class _DaemonWorkers:
     seconds ends, so a server's process does not hold a burst's threads for good."""
 
     def __init__(self, keep: int = 8, idle_s: float = 60.0) -> None:
-        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._lock = threading.Lock()
         # threads waiting for a job less the jobs queued for them: always >= 0, and a thread only
         # ends while it is >= 1 after it is gone counted, so every queued job keeps a thread
@@ -432,7 +439,11 @@ class _DaemonWorkers:
         self._keep = keep
         self._idle_s = idle_s
 
-    def submit(self, job: Callable[[], None]) -> None:
+    def submit(self, job: _Job) -> None:
+        """Run ``job`` on a thread. What it returns, if anything, runs after the thread is counted
+        idle: a job hands its result over there, so a caller that sends its next job as soon as it
+        has the result finds this thread free (handed over first, a loaded machine could leave the
+        thread uncounted meanwhile, and the next job started a thread of its own)."""
         with self._lock:
             if self._idle:
                 self._idle -= 1  # promised this job
@@ -453,9 +464,11 @@ class _DaemonWorkers:
                         self.alive -= 1
                         return
                 continue
-            job()
+            hand_over = job()
             with self._lock:
                 self._idle += 1
+            if callable(hand_over):
+                hand_over()
 
 
 _WORKERS = _DaemonWorkers()
