@@ -207,7 +207,7 @@ def test_the_json_and_models_output_hold_what_cli_md_lists(
     monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home"))
     result = json.loads(_tether(capsys, "run", "--model", "scripted/hello", "--cwd", str(tmp_path), "--json", "hi"))
     assert list(result) == [
-        "run_id", "status", "interruption", "reason", "misconfiguration", "output", "text", "empty_answer",
+        "run_id", "status", "interruption", "reason", "agent", "misconfiguration", "output", "text", "empty_answer",
         "turns", "usage", "cost_usd", "cost_unknown_usd", "unpriced_models", "tool_stats", "typed",
     ]  # fmt: skip
     assert result["misconfiguration"] is None
