@@ -9,6 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether.usage import Usage
 
+# How the reason of a run that ``max_run_tokens`` stopped (``budget_exceeded``) begins.
+TOKEN_LIMIT = "the run's token limit"
+
 __all__ = [
     "ApprovalInterruption",
     "CancelledInterruption",

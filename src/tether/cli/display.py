@@ -90,7 +90,7 @@ def summary_lines(result: RunResult, model: str | None, settings: Settings) -> l
     if result.empty_answer:  # the reason above says so (tether.status.EMPTY_ANSWER)
         lines.append(f"   `tether show {result.run_id}` prints what the model returned")
     lines.extend(f"   {line}" for line in held_lines(result.interruption))
-    hint = resume_hint(result.run_id, result.status, result.interruption)
+    hint = resume_hint(result.run_id, result.status, result.interruption, result.reason)
     if hint:
         lines.append(f"   {hint}")
     if getattr(result.interruption, "still_running", False):
@@ -127,13 +127,17 @@ def held_lines(interruption: Interruption | None) -> list[str]:
     return lines
 
 
-def resume_hint(run_id: str, status: str, interruption: Interruption | None) -> str | None:
+def resume_hint(run_id: str, status: str, interruption: Interruption | None, reason: str | None = None) -> str | None:
     if status == "interrupted" and interruption is not None and interruption.type == "cancelled":
         return f"tether resume {run_id}   to continue where it stopped"
     if status == "interrupted":
         return f"tether resume {run_id} --approve   |   tether resume {run_id} --reject REASON"
     if status == "max_turns_exceeded":
         return f"tether resume {run_id} --max-turns N   to allow N more turns"
+    from tether.status import TOKEN_LIMIT
+
+    if status == "budget_exceeded" and (reason or "").startswith(TOKEN_LIMIT):
+        return "raise the agent's max_run_tokens and resume the run from Python (tether resume cannot raise it)"
     if status == "budget_exceeded":
         return f"tether resume {run_id} --max-budget USD   with a larger total budget"
     return None

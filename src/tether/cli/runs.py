@@ -361,7 +361,7 @@ def _heading(state: RunState, settings: Settings, *, stopped: bool = False) -> l
             f"a call of the sub-agent {' -> '.join(via)}"
         )
     lines.extend(f"  {line}" for line in held_lines(waiting))
-    hint = resume_hint(state.run_id, state.status, waiting)
+    hint = resume_hint(state.run_id, state.status, waiting, state.reason)
     if stopped:
         lines.append("  its process stopped or was killed while it ran; it resumes from its last save")
         hint = f"tether resume {state.run_id}   to continue where it stopped"

@@ -18,6 +18,7 @@ from tether.harness.agent import Agent, Stop
 from tether.harness.state import RunState, steps
 from tether.messages import AssistantMessage, Message
 from tether.status import (
+    TOKEN_LIMIT,
     MaxBudgetInterruption,
     MaxTurnsInterruption,
 )
@@ -149,7 +150,7 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens:
     if left is not None and left - prompt < least:
         return Stop(
             "budget_exceeded",
-            f"the run's token limit ({agent.max_run_tokens:,}, {state.usage.total_tokens:,} used) leaves too few for "
+            f"{TOKEN_LIMIT} ({agent.max_run_tokens:,}, {state.usage.total_tokens:,} used) leaves too few for "
             f"another call: ~{prompt:,} prompt tokens plus at least {least} output tokens",
         )
     max_tokens = agent.max_tokens if left is None else min(agent.max_tokens, left - prompt)
@@ -175,6 +176,11 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens:
             MaxBudgetInterruption(max_budget_usd=agent.max_budget_usd, spent_usd=state.spent_usd),
         )
     return CallPlan(max_tokens, prompt)
+
+
+def stopped_at_token_limit(state: RunState) -> bool:
+    """Whether ``max_run_tokens``, not the dollar budget, stopped the run (``budget_exceeded``)."""
+    return state.status == "budget_exceeded" and (state.reason or "").startswith(TOKEN_LIMIT)
 
 
 def tokens_left(agent: Agent, state: RunState) -> int | None:

@@ -34,6 +34,7 @@ from tether.config import Settings, load_settings
 from tether.connectors._acting import LOCAL_USER, acting_for
 from tether.errors import ConfigError, StaleRunError, StoreError, TetherError, UserError
 from tether.harness.agent import Agent
+from tether.harness.limits import stopped_at_token_limit
 from tether.harness.state import RunState, approve, reject, spent_unknown_usd
 from tether.server.agents import describe, load_agents
 from tether.server.events import EventLog, hide_home, hide_home_in
@@ -1746,6 +1747,14 @@ def _check_resumable(state: RunState, body: ResumeBody) -> None:
             "conflict",
             f"run {state.run_id} stopped at its turn limit and would stop again at once: "
             'resume it with {"more_turns": N}',
+        )
+    if stopped_at_token_limit(state):
+        raise ApiError(
+            409,
+            "conflict",
+            f"run {state.run_id} stopped at its agent's token limit (max_run_tokens, {state.usage.total_tokens:,} "
+            "tokens used), which a resume here cannot raise: raise the agent's max_run_tokens and start anew, "
+            "or resume the run from Python with the larger limit",
         )
     spent = state.cost_usd + spent_unknown_usd(state.cost_unknown_usd, state.call_in_flight)  # as its resume counts
     if status == "budget_exceeded" and (body.max_budget_usd is None or body.max_budget_usd <= spent):
