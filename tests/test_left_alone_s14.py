@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -116,32 +114,17 @@ def test_mcp_serve_over_http_stopped_during_a_call_answers_it_with_the_run_id(tm
     pytest.importorskip("mcp", reason="tether mcp serve needs the mcp extra")
     import httpx
 
-    from tests.connectors.test_attack_mcp_serve_s13 import INIT
-    from tests.connectors.test_mcp_serve import SERVE, env
+    from tests.connectors.test_mcp_serve_stop_s17 import opened_session, serving_over_http
 
     home = held_home(tmp_path)
-    log = home / "serve.log"
-    with log.open("w") as err:
-        proc = subprocess.Popen([*SERVE, "--http", "--port", "0"], env=env(home), stderr=err, stdin=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60  # a hang guard
-        while "/mcp" not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
-        url = log.read_text().split(" at ", 1)[1].split()[0]
+    with serving_over_http(home) as (proc, url, log):
         with httpx.Client(timeout=30, headers={"Accept": "application/json, text/event-stream"}) as http:
-            opened = http.post(url, json=INIT)
-            headers = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
-            http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+            headers = opened_session(http, url)
             with http.stream("POST", url, json=call(1, "first"), headers=headers) as first:
                 runs_started(tmp_path, 1)
                 proc.send_signal(signal.SIGINT)
                 said = first.read().decode()
         code = proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     [data] = [line[len("data: ") :] for line in said.splitlines() if line.startswith("data: ")]
     answer = json.loads(data)["result"]["structuredContent"]
     assert answer["status"] == "interrupted" and "the server was stopped" in answer["reason"], answer
