@@ -19,8 +19,6 @@ from tests.connectors.test_attack_mcp_serve_s13 import INIT, call, runs_started
 from tests.connectors.test_mcp_serve import SERVE, env
 from tether.harness.store import RunStore
 
-pytest.importorskip("mcp", reason="tether mcp serve needs the mcp extra: tether[mcp] (the [test] extra installs it)")
-
 # The model notes its run in `started`, waits, and once cancelled takes STOPPING_S to stop (a model
 # call whose cancellation is slow, as an HTTP request being torn down can be).
 SLOW_TO_STOP = """\

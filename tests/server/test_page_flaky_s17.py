@@ -10,17 +10,41 @@ from playwright.sync_api import Page, Route, expect
 
 from tests.server.conftest import NEEDS_CHROMIUM
 from tests.server.test_page import AGENTS, last_turn, send
+from tests.server.test_page_s15 import SESSIONS, hold_requests, release
 
 pytestmark = NEEDS_CHROMIUM
 expect.set_options(timeout=15_000)
 
 
-SESSIONS = re.compile(r".*/v1/sessions.*")
-
-
 @pytest.fixture
 def server(served: Any) -> Any:
     return served(agents_module=AGENTS)
+
+
+def new_chat(page: Page) -> str:
+    """New chat with the configure agent, once the page has started: its address."""
+    expect(page.locator("#me")).to_contain_text("local")
+    page.select_option("#agent-pick", "configure")
+    page.click("#new-chat")
+    expect(page).to_have_url(re.compile(r"#s_\w+$"))
+    return page.url
+
+
+def answered_chat(page: Page, server: Any) -> str:
+    """A chat whose first question is answered: its address."""
+    page.goto(server.url)
+    url = new_chat(page)
+    send(page, "first question")
+    expect(last_turn(page).locator(".status")).to_have_count(0)
+    return url
+
+
+def until_held(page: Page, held: list[Route]) -> None:
+    """Until a request the test holds is out (a hang guard only, not a clock the test reads)."""
+    for _ in range(1000):
+        if held:
+            return
+        page.wait_for_timeout(20)  # route handlers run while Playwright waits
 
 
 def test_a_message_typed_while_the_page_starts_waits_for_the_session_of_the_address(page: Page, server: Any) -> None:
@@ -29,15 +53,7 @@ def test_a_message_typed_while_the_page_starts_waits_for_the_session_of_the_addr
     showed) found no session, so it started a new chat and sent the message there, and the reloaded
     conversation was left. test_page_s15's reload test hit it on a loaded machine. Here the agents'
     answer is held: Send stays off and the typed text stays in the box until the session is open."""
-    page.goto(server.url)
-    expect(page.locator("#me")).to_contain_text("local")
-    page.select_option("#agent-pick", "configure")
-    page.click("#new-chat")
-    expect(page).to_have_url(re.compile(r"#s_\w+$"))
-    session_url = page.url
-    send(page, "first question")
-    expect(last_turn(page).locator(".status")).to_have_count(0)
-
+    session_url = answered_chat(page, server)
     held: list[Route] = []
 
     def hold(route: Route) -> None:
@@ -89,16 +105,10 @@ def test_a_chat_started_while_the_page_starts_is_not_replaced_under_a_message_be
 
     page.route(SESSIONS, hold)
     page.goto(server.url)
-    expect(page.locator("#me")).to_contain_text("local")
-    page.select_option("#agent-pick", "configure")
-    page.click("#new-chat")
-    expect(page).to_have_url(re.compile(r"#s_\w+$"))
+    new_chat(page)
     send(page, "I need a cabinet heater")
     expect(page.locator(".turn")).to_have_count(1)
-    for _ in range(1000):  # a hang guard only: until the message's request is out (held)
-        if held["message"]:
-            break
-        page.wait_for_timeout(20)  # route handlers run while Playwright waits
+    until_held(page, held["message"])
     assert len(held["message"]) == 1 and held["list"], held
     held["list"].pop(0).continue_()  # the page's own first list: the page starts on
     expect(page.locator("#sessions a")).to_have_count(1)  # it came: what the page does next is done
@@ -119,33 +129,12 @@ def test_a_message_sent_while_new_chat_is_being_made_goes_to_the_new_chat(page: 
     the new chat opened (on a page with none shown it made a second new chat of its own, racing
     the first). Page tests that click New chat and press Enter at once could hit it under load. Here
     the server's answer to New chat is held until the message has been sent."""
-    page.goto(server.url)
-    expect(page.locator("#me")).to_contain_text("local")
-    page.select_option("#agent-pick", "configure")
-    page.click("#new-chat")
-    expect(page).to_have_url(re.compile(r"#s_\w+$"))
-    first_url = page.url
-    send(page, "first question")
-    expect(last_turn(page).locator(".status")).to_have_count(0)
-
-    held: list[Route] = []
-
-    def hold(route: Route) -> None:
-        if route.request.method == "POST" and re.search(r"/v1/sessions$", route.request.url):
-            held.append(route)
-        else:
-            route.continue_()
-
-    page.route(SESSIONS, hold)
+    first_url = answered_chat(page, server)
+    held = hold_requests(page, "POST", r"/v1/sessions")  # New chat's
     page.click("#new-chat")
     send(page, "I need a cabinet heater")
-    for _ in range(1000):  # a hang guard only: until New chat's request is out (held)
-        if held:
-            break
-        page.wait_for_timeout(20)  # route handlers run while Playwright waits
-    for route in held:
-        route.continue_()
-    page.unroute(SESSIONS)
+    until_held(page, held)
+    release(page, held)
     expect(page).not_to_have_url(first_url)
     expect(last_turn(page).locator(".widget-buttons h3")).to_have_text("Which series?")
     expect(last_turn(page).locator(".status")).to_have_count(0)

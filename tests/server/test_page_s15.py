@@ -21,22 +21,27 @@ def server(served: Any) -> Any:
     return served(agents_module=AGENTS)
 
 
-SESSIONS = re.compile(r".*/v1/sessions/.*")
+SESSIONS = re.compile(r".*/v1/sessions.*")  # every sessions request passes the hold
 
 
-def hold_session_views(page: Page) -> list[Route]:
-    """The page's requests for a session's view (its history) are held, unanswered, until
-    :func:`release`; every other request goes on."""
+def hold_requests(page: Page, method: str, path: str) -> list[Route]:
+    """The page's ``method`` requests whose address ends as ``path`` (a regular expression) are
+    held, unanswered, until :func:`release`; every other request goes on."""
     held: list[Route] = []
 
     def hold(route: Route) -> None:
-        if route.request.method == "GET" and re.search(r"/v1/sessions/s_\w+$", route.request.url):
+        if route.request.method == method and re.search(path + "$", route.request.url):
             held.append(route)
         else:
             route.continue_()
 
     page.route(SESSIONS, hold)
     return held
+
+
+def hold_session_views(page: Page) -> list[Route]:
+    """The page's requests for a session's view (its history) are held until :func:`release`."""
+    return hold_requests(page, "GET", r"/v1/sessions/s_\w+")
 
 
 def release(page: Page, held: list[Route]) -> None:

@@ -7,6 +7,5 @@ import pytest
 from tether.tools.sandbox import sandbox_status
 
 # .ci/run installs bubblewrap; a machine without it (or without user namespaces) cannot build the sandbox.
-needs_sandbox = pytest.mark.skipif(
-    not sandbox_status().available, reason=f"no sandbox here: {sandbox_status().why_not}"
-)
+_STATUS = sandbox_status()
+needs_sandbox = pytest.mark.skipif(not _STATUS.available, reason=f"no sandbox here: {_STATUS.why_not}")
