@@ -15,7 +15,7 @@ from typing import Any
 
 from tether.errors import ProviderError, RunCancelled
 from tether.harness.context import Candidate, RunContext
-from tether.harness.limits import tokens_left
+from tether.harness.limits import output_left
 from tether.harness.state import CallInFlight, RunState
 from tether.providers.base import (
     ModelRequest,
@@ -25,6 +25,7 @@ from tether.providers.base import (
     prompt_tokens,
     reply_tokens,
 )
+from tether.status import TOKEN_LIMIT
 from tether.tokens import estimate_tokens
 from tether.usage import Usage
 
@@ -191,13 +192,12 @@ async def side_call(
 def _within_tokens(rc: RunContext, request: ModelRequest, prompt: int, max_tokens: int, name: str) -> ModelRequest:
     """``request`` allowed the output the run's token limit leaves (``max_run_tokens``), the
     request already out counted at its worst; a ProviderError when it leaves too few to ask."""
-    tokens = tokens_left(rc.agent, rc.state)
+    outer = rc.state.call_in_flight
+    tokens = output_left(rc.agent, rc.state, prompt, (outer.prompt_tokens + outer.max_tokens) if outer else 0)
     if tokens is None:
         return request
-    outer = rc.state.call_in_flight
-    tokens -= prompt + ((outer.prompt_tokens + outer.max_tokens) if outer is not None else 0)
     if tokens < min(max_tokens, max(rc.agent.min_output_tokens, 1)):
-        raise ProviderError(f"the run's token limit leaves too few tokens for a call to {name}")
+        raise ProviderError(f"{TOKEN_LIMIT} leaves too few tokens for a call to {name}")
     if tokens >= max_tokens:
         return request
     from dataclasses import replace

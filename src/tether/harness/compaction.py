@@ -43,7 +43,7 @@ from tether.errors import ConfigError, ContextOverflowError, ProviderError, Retr
 from tether.events import Compaction, Event, Retry
 from tether.harness.agent import Agent, Stop
 from tether.harness.context import RunContext
-from tether.harness.limits import tokens_left
+from tether.harness.limits import least_output, output_left
 from tether.harness.pump import Finished
 from tether.harness.state import TRIMMED, conversation_turns, turn_start
 from tether.messages import (
@@ -60,6 +60,7 @@ from tether.messages import (
     text_of,
 )
 from tether.providers.base import ModelRequest, ModelResponse, Provider, StreamEvent
+from tether.status import TOKEN_LIMIT
 from tether.tokens import count_tokens, message_tokens
 from tether.tools.base import cut_middle
 from tether.usage import model_info
@@ -201,16 +202,17 @@ def summary_request(
     prompt_text = f"{instruction}\n<transcript>\n{text}\n</transcript>\n{_AFTER_TRANSCRIPT}"
     max_tokens = min(2048, rc.agent.max_tokens)
     budget = rc.agent.max_budget_usd
-    if budget is not None and rc.price is not None:
+    if (budget is not None and rc.price is not None) or rc.agent.max_run_tokens is not None:
         prompt = int(rc.count(prompt_text) * 1.02) + 32
-        max_tokens = min(max_tokens, rc.price.affordable_output_tokens(prompt, budget - rc.state.spent_usd))
-        if max_tokens < max(min(rc.agent.min_output_tokens, rc.agent.max_tokens), 1):
-            raise ProviderError("the remaining budget cannot pay for a summary")
-    left = tokens_left(rc.agent, rc.state)
-    if left is not None:  # the run's token limit, as the budget above
-        max_tokens = min(max_tokens, left - (int(rc.count(prompt_text) * 1.02) + 32))
-        if max_tokens < max(min(rc.agent.min_output_tokens, rc.agent.max_tokens), 1):
-            raise ProviderError("the run's token limit leaves too few tokens for a summary")
+        if budget is not None and rc.price is not None:
+            max_tokens = min(max_tokens, rc.price.affordable_output_tokens(prompt, budget - rc.state.spent_usd))
+            if max_tokens < least_output(rc.agent):
+                raise ProviderError("the remaining budget cannot pay for a summary")
+        left = output_left(rc.agent, rc.state, prompt)
+        if left is not None:  # the run's token limit, as the budget above
+            max_tokens = min(max_tokens, left)
+            if max_tokens < least_output(rc.agent):
+                raise ProviderError(f"{TOKEN_LIMIT} leaves too few tokens for a summary")
     return ModelRequest(model=rc.model.model_id, messages=[UserMessage.text(prompt_text)], max_tokens=max_tokens)
 
 

@@ -28,10 +28,11 @@ from tether.usage import Price
 __all__ = [
     "CallPlan",
     "estimate_prompt_tokens",
+    "least_output",
     "message_tokens",
+    "output_left",
     "plan_call",
     "plans_calls",
-    "tokens_left",
     "with_margin",
 ]
 
@@ -145,15 +146,15 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens:
     if agent.max_budget_usd is None and agent.max_run_tokens is None:
         return CallPlan(agent.max_tokens, 0)
     prompt = prompt_tokens()
-    least = max(min(agent.min_output_tokens, agent.max_tokens), 1)
-    left = tokens_left(agent, state)
-    if left is not None and left - prompt < least:
+    least = least_output(agent)
+    left = output_left(agent, state, prompt)
+    if left is not None and left < least:
         return Stop(
             "budget_exceeded",
             f"{TOKEN_LIMIT} ({agent.max_run_tokens:,}, {state.usage.total_tokens:,} used) leaves too few for "
             f"another call: ~{prompt:,} prompt tokens plus at least {least} output tokens",
         )
-    max_tokens = agent.max_tokens if left is None else min(agent.max_tokens, left - prompt)
+    max_tokens = agent.max_tokens if left is None else min(agent.max_tokens, left)
     if agent.max_budget_usd is None:
         return CallPlan(max_tokens, prompt)
     if price is None:  # checked when the run starts; kept here for direct callers
@@ -183,13 +184,20 @@ def stopped_at_token_limit(state: RunState) -> bool:
     return state.status == "budget_exceeded" and (state.reason or "").startswith(TOKEN_LIMIT)
 
 
-def tokens_left(agent: Agent, state: RunState) -> int | None:
-    """What ``max_run_tokens`` leaves for the run's next call, prompt and output together (None: no
+def output_left(agent: Agent, state: RunState, prompt: int, pending: int = 0) -> int | None:
+    """The output tokens ``max_run_tokens`` leaves a call whose prompt is ``prompt`` tokens (None: no
     limit): the limit less every token the run's usage counts (its turns, retries, summaries, a
-    policy's calls, and what a call cut short consumed, all charged there as they are to the cost)."""
+    policy's calls, and what a call cut short consumed, all charged there as they are to the cost),
+    less ``pending`` tokens not charged yet (a request already out, replies of the turn)."""
     if agent.max_run_tokens is None:
         return None
-    return agent.max_run_tokens - state.usage.total_tokens
+    return agent.max_run_tokens - state.usage.total_tokens - pending - prompt
+
+
+def least_output(agent: Agent) -> int:
+    """The fewest output tokens a turn's call is worth sending for: ``min_output_tokens``, at most
+    ``max_tokens``, at least one (a prompt no limit can answer is never sent)."""
+    return max(min(agent.min_output_tokens, agent.max_tokens), 1)
 
 
 def plans_calls(agent: Agent) -> bool:

@@ -34,7 +34,7 @@ from tether.harness.accounting import (
 from tether.harness.agent import Stop
 from tether.harness.context import RunContext, fixed_prompt_tokens, without_secrets
 from tether.harness.length import UNFINISHED, Continuation
-from tether.harness.limits import CallPlan, estimate_prompt_tokens, plan_call, plans_calls, tokens_left
+from tether.harness.limits import CallPlan, estimate_prompt_tokens, least_output, output_left, plan_call, plans_calls
 from tether.harness.middleware import StreamKind, chain_model, filter_stream, flush_stream, hook_result
 from tether.harness.pump import Finished, pump
 from tether.harness.retry import FirstTokenTimeout
@@ -53,7 +53,7 @@ from tether.providers.base import (
     distinct_call_ids,
 )
 from tether.providers.http import AnswerTimedOut
-from tether.status import MaxBudgetInterruption
+from tether.status import TOKEN_LIMIT, MaxBudgetInterruption
 from tether.tokens import estimate_tokens
 from tether.usage import Usage
 
@@ -483,7 +483,7 @@ async def _ask_again(
     if budget is not None and price is not None:
         left = budget - rc.state.spent_usd - had
         affordable = price.affordable_output_tokens(prompt, left)
-        least = max(min(rc.agent.min_output_tokens, rc.agent.max_tokens), 1)
+        least = least_output(rc.agent)
         if min(max_tokens, affordable) < least:
             return Stop(
                 "budget_exceeded",
@@ -495,14 +495,16 @@ async def _ask_again(
         if affordable < max_tokens:
             max_tokens = affordable
             request = replace(request, max_tokens=max_tokens)
-    tokens = tokens_left(rc.agent, rc.state)
-    if tokens is not None:  # the token limit, after the replies it already had, counted as the budget counts them
-        tokens -= sum(r.message.usage.total_tokens for r in replies if r.message.usage) + prompt
-        if tokens < max(min(rc.agent.min_output_tokens, rc.agent.max_tokens), 1):
+    # The token limit, after the replies it already had, counted as the budget counts them.
+    tokens = output_left(
+        rc.agent, rc.state, prompt, sum(r.message.usage.total_tokens for r in replies if r.message.usage)
+    )
+    if tokens is not None:
+        if tokens < least_output(rc.agent):
             return Stop(
                 "budget_exceeded",
-                f"a middleware asked {rc.model_name} again in one turn, and the run's token limit "
-                f"({rc.agent.max_run_tokens:,}) leaves too few for another call: ~{prompt:,} prompt tokens",
+                f"{TOKEN_LIMIT} ({rc.agent.max_run_tokens:,}) leaves too few for another call after a middleware "
+                f"asked {rc.model_name} again in one turn: ~{prompt:,} prompt tokens",
             )
         if tokens < max_tokens:
             max_tokens = tokens
