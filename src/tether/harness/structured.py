@@ -126,7 +126,7 @@ def _make_spec(output_type: Any) -> OutputSpec:
             cls.check_schema(output_type)
         except SchemaError as exc:
             raise ConfigError(f"the output schema is not a valid JSON Schema: {exc.message}") from None
-        schema, adapter, validator = _object_root(output_type), None, cls(output_type)
+        schema, adapter, validator, wrapped = _object_root(output_type), None, cls(output_type), False
         name, description = schema.get("title") or "output", schema.get("description") or ""
     else:
         from pydantic import PydanticUserError, TypeAdapter
@@ -144,16 +144,14 @@ def _make_spec(output_type: Any) -> OutputSpec:
         if wrapped:  # both wires need an object at the root
             adapter = _wrapper(output_type)
             schema = adapter.json_schema()
-        safe = re.sub(r"[^a-zA-Z0-9_-]", "_", str(name))[:64] or "output"
-        return OutputSpec(output_type, OutputSchema(safe, schema, str(description)), adapter, None, wrapped)
-    if schema.get("type") != "object":
+    if schema.get("type") != "object":  # a JSON Schema dict's (a type's is wrapped above)
         raise ConfigError(
             'the output schema must describe a JSON object ("type": "object"); to get a list '
             "or a single value, make it a property of an object (or give output_type as a type, "
             'such as list[str], which is asked for as {"response": ...})'
         )
     safe = re.sub(r"[^a-zA-Z0-9_-]", "_", str(name))[:64] or "output"
-    return OutputSpec(output_type, OutputSchema(safe, schema, str(description)), adapter, validator)
+    return OutputSpec(output_type, OutputSchema(safe, schema, str(description)), adapter, validator, wrapped)
 
 
 def _wrapper(output_type: Any) -> Any:
