@@ -229,6 +229,51 @@ _PEER_METHODS = {
 }
 
 
+# A peer's keyword arguments to its run functions → what tether writes instead.
+_STATE = (
+    "to go on from earlier messages, pass the run's state (`run_sync(agent, 'next question', state=state)`) "
+    "or a session (`session=..., session_id=...`)"
+)
+_LIMITS = "limits are the agent's: `Agent(max_turns=..., max_budget_usd=..., max_run_tokens=...)`"
+_PEER_KEYWORDS = {
+    "message_history": _STATE,
+    "previous_response_id": _STATE,
+    "conversation_id": _STATE,
+    "context": "per-run dependencies are `deps=` (tools read them as `ctx.deps`)",
+    "model_settings": "request settings are the agent's: `Agent(request_extra={'temperature': 0.2}, max_tokens=...)`",
+    "usage_limits": _LIMITS,
+    "max_turns": _LIMITS,
+    "usage": "a run's usage is on its result (`result.usage`), counted from zero for each run",
+    "output_type": "the output type is the agent's: `Agent(..., output_type=Model)`",
+    "model": "the model is the agent's: `Agent(model, ...)`, or `dataclasses.replace(agent, model=...)` for one run",
+    "hooks": "to watch a run, read run_stream's events or give the agent a middleware (docs/harness.md)",
+    "run_config": "a run's settings are the agent's fields (model, limits, instructions)",
+    "user_prompt": 'the prompt is the second argument: `run_sync(agent, "...")` (or `prompt="..."`)',
+    "input": 'the prompt is the second argument: `run_sync(agent, "...")` (or `prompt="..."`)',
+    "instructions": "instructions are the agent's: `Agent(instructions=...)`",
+    "toolsets": "tools are the agent's: `Agent(tools=[...])`",
+    "session_store": "a session is `session=store, session_id=...`",
+}
+
+
+def refuse_keywords(function: str, given: dict[str, Any], takes: str) -> None:
+    """Raise a TypeError for keyword arguments ``function`` does not take (none given: nothing):
+    each peer's name (Pydantic AI's ``message_history=``, the OpenAI Agents SDK's ``context=``)
+    says what tether writes instead, any other is matched against what it takes."""
+    import difflib
+
+    if not given:
+        return
+
+    names = takes.split(", ")
+    said = []
+    for key in given:
+        near = difflib.get_close_matches(key, names, n=1)
+        hint = _PEER_KEYWORDS.get(key) or (f"did you mean {near[0]}=?" if near else "")
+        said.append(f"{function}() takes no {key}= argument" + (f" ({hint})" if hint else "") + ".")
+    raise TypeError(" ".join(said) + f" It takes: {takes}")
+
+
 def _tool_name(agent_name: object) -> str:
     """The tool name ``as_tool()`` gives an agent named ``agent_name``: what model APIs take in a
     tool's name (letters, digits, ``_`` and ``-``, at most 64), lower case, as the OpenAI Agents SDK

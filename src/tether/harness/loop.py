@@ -15,12 +15,12 @@ import math
 import threading
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Never
 
 from tether.cancel import CancelSignal
 from tether.errors import ConfigError, RunCancelled, TetherError, UserError
 from tether.events import Done, Event, SpentUnknown, TraceOnly, Turn
-from tether.harness.agent import Agent, Stop
+from tether.harness.agent import Agent, Stop, refuse_keywords
 from tether.harness.compaction import check_compaction_config, compact, context_window, should_compact
 from tether.harness.context import (
     Candidate,
@@ -285,6 +285,9 @@ def _prompt_after_calls(rc: RunContext) -> None:
         rc.persist(durable=False)  # the next request's save makes it durable
 
 
+_TAKES = "prompt, state, store, tracer, signal, session, session_id, deps"
+
+
 async def run_stream(
     agent: Agent,
     prompt: str | None = None,
@@ -296,6 +299,7 @@ async def run_stream(
     session: SessionStore | None = None,
     session_id: str | None = None,
     deps: Any = None,
+    **peer: Never,
 ) -> AsyncIterator[Event]:
     """Run ``agent`` on ``prompt`` (a new run), or resume ``state``; yield every event.
 
@@ -308,8 +312,10 @@ async def run_stream(
     repaired history starts the run, and every new message is appended to it as it happens.
     ``deps`` is any object the tools need for this run (a database handle, a client): each call
     reads it as ``ctx.deps``, and so do the calls of its sub-agents. It is not saved with the run:
-    give it again to resume.
+    give it again to resume. Any other keyword (``peer``: a peer's ``message_history=``,
+    ``context=``, ``model_settings=``) is a TypeError that says what tether writes instead.
     """
+    refuse_keywords("run_stream", peer, _TAKES)
     if state is None and session is not None and session_id is not None:
         state = RunState(session_id=check_session_id(session_id))
     state = state or RunState()
@@ -819,8 +825,10 @@ async def run(
     session: SessionStore | None = None,
     session_id: str | None = None,
     deps: Any = None,
+    **peer: Never,
 ) -> RunResult:
     """Run to one of the five exits and return the result (consumes :func:`run_stream`)."""
+    refuse_keywords("run", peer, _TAKES)
     result: RunResult | None = None
     async for event in run_stream(
         agent,
@@ -850,10 +858,13 @@ def run_sync(
     session: SessionStore | None = None,
     session_id: str | None = None,
     deps: Any = None,
+    **peer: Never,
 ) -> RunResult:
     """:func:`run` for code that is not async. ``signal`` stops the run from another thread:
     ``signal.cancel_threadsafe(reason)``."""
     from tether.providers.http import close_clients
+
+    refuse_keywords("run_sync", peer, _TAKES)
 
     try:
         asyncio.get_running_loop()
