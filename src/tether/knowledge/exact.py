@@ -11,7 +11,8 @@ An identifier is letters and digits joined by ``-``, ``_``, ``.`` or ``/`` that 
 words and plain numbers are not. A text holds an identifier when it appears with edges: not
 inside a longer identifier (``FVAM-2050-BX``, ``X-FVAM-2050-B``, ``FVAM-2050-B.1``, ``2.1.3``
 for ``1.3``), case aside. A sentence's full stop after it is an edge, and so is a Chinese,
-Japanese or Korean character (those scripts put no space between words).
+Japanese, Korean, Thai, Lao, Burmese or Khmer letter (those scripts put no space between words: a
+Thai word inside a sentence is found as a Chinese one is).
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from tether.knowledge.store import CJK
+from tether.knowledge.store import CJK, UNSPACED
 
 __all__ = ["identifiers", "literal"]
 
 # A letter or digit, but not of the scripts written without spaces: in 型号FVAM-2050-B采用 the
-# identifier is FVAM-2050-B, and the characters around it are its edges.
-_WORD = f"[^\\W_{CJK}]"
+# identifier is FVAM-2050-B, and the characters around it are its edges (ข้าวผัด in a Thai
+# sentence had Thai letters against it, and exact search never found it).
+_WORD = f"[^\\W_{CJK}{UNSPACED}]"
 _CANDIDATE = re.compile(f"{_WORD}+(?:[-_./]{_WORD}+)*")
 _DIGIT = re.compile(r"\d")
 _LETTER = re.compile(r"[^\W\d_]")
