@@ -187,11 +187,12 @@ def stopped_at_token_limit(state: RunState) -> bool:
 def output_left(agent: Agent, state: RunState, prompt: int, pending: int = 0) -> int | None:
     """The output tokens ``max_run_tokens`` leaves a call whose prompt is ``prompt`` tokens (None: no
     limit): the limit less every token the run's usage counts (its turns, retries, summaries, a
-    policy's calls, and what a call cut short consumed, all charged there as they are to the cost),
-    less ``pending`` tokens not charged yet (a request already out, replies of the turn)."""
+    policy's calls, what a call cut short consumed, and its sub-agents' tokens, all charged there
+    as they are to the cost), less ``pending`` tokens not charged yet (a request already out,
+    replies of the turn) and those promised to work running beside the call (a sub-agent's share)."""
     if agent.max_run_tokens is None:
         return None
-    return agent.max_run_tokens - state.usage.total_tokens - pending - prompt
+    return agent.max_run_tokens - state.usage.total_tokens - pending - state.held_tokens - prompt
 
 
 def least_output(agent: Agent) -> int:

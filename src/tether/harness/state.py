@@ -311,6 +311,8 @@ class RunState(BaseModel):
     # budget), by key: each gives what is still unspent of its promise. Not saved: a promise ends
     # with the process that made it (a resumed sub-agent makes its own again). See ``held_usd``.
     _held: dict[str, Callable[[], float]] = PrivateAttr(default_factory=dict)
+    # The same for tokens (a sub-agent's share of ``max_run_tokens``). See ``held_tokens``.
+    _held_tokens: dict[str, Callable[[], int]] = PrivateAttr(default_factory=dict)
 
     def ext_state(self, name: str) -> dict[str, Any]:
         """The part of ``ext`` that belongs to ``name`` (an extension's, a middleware's or a
@@ -360,6 +362,21 @@ class RunState(BaseModel):
         """What is promised and not spent yet (:meth:`hold`): a call made beside that work may not
         count on it, or the two together would take the run past its budget."""
         return sum(max(0.0, unspent()) for unspent in self._held.values())
+
+    def hold_tokens(self, key: str, unspent: Callable[[], int] | None) -> None:
+        """As :meth:`hold`, for tokens: promise part of what the run's token limit leaves to work
+        that spends on its own (a sub-agent given its share; its tokens are added to ``usage`` as
+        it goes). None lets ``key``'s promise go."""
+        if unspent is None:
+            self._held_tokens.pop(key, None)
+        else:
+            self._held_tokens[key] = unspent
+
+    @property
+    def held_tokens(self) -> int:
+        """The tokens promised and not spent yet (:meth:`hold_tokens`): a call made beside that work
+        may not count on them."""
+        return sum(max(0, unspent()) for unspent in self._held_tokens.values())
 
     def transcript_rewritten(self) -> None:
         """Say that earlier messages were changed in place (trimming, compaction, a middleware):

@@ -7,8 +7,9 @@ own limits, inside the parent's:
 * **budget** — the child may spend at most what the parent has left when the call starts, less
   a reserve for the parent's own next call (``ToolContext.reserve_usd``), and its own
   ``max_budget_usd`` if lower; what it spent is added to the parent's cost. Its turns are carved
-  the same way, one kept for the parent's next call. A greedy child never leaves its parent
-  unable to answer;
+  the same way, one kept for the parent's next call, and so are its tokens under the parent's
+  ``max_run_tokens`` (``ToolContext.reserve_tokens`` kept; what it used added to the parent's
+  usage). A greedy child never leaves its parent unable to answer;
 * **persistence** — the child's state is saved at every step (as a run of its own in the
   parent's store, the parent keeping a reference; without such a store, inside the parent's
   record, :func:`children`), so a parent killed during a child resumes the child where it
@@ -26,12 +27,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from tether.errors import ConfigError
 from tether.events import Done, ReasoningDelta, Subagent, TextDelta, TraceOnly
 from tether.status import EMPTY_ANSWER, Misconfiguration, Stop
 from tether.tools.base import ToolContext, ToolError, ToolInterrupt, ToolResult
+from tether.usage import Usage
 
 if TYPE_CHECKING:
     from tether.harness.agent import Agent
@@ -179,6 +181,7 @@ def _reference(child: RunState) -> dict[str, Any]:
         "status": child.status,
         "cost_usd": child.cost_usd,
         "cost_unknown_usd": child.cost_unknown_usd,
+        "usage": child.usage.model_dump(mode="json"),
         "turns": child.turns,
         "delegated_turns": child.delegated_turns,
         "ext": {_NAME: {"parent": child.ext_state(_NAME).get("parent")}},
@@ -238,29 +241,57 @@ def charged_turns(parent: RunState, call_id: str) -> int:
     return int(saved.get("turns") or 0) + int(saved.get("delegated_turns") or 0)
 
 
+def charged_usage(parent: RunState, call_id: str) -> Usage:
+    """The child's tokens (and its own sub-agents') already added to the parent's usage, as its
+    last saved record says. A record kept before they were added (no ``usage`` in a reference or
+    an answer) counts none: the child's tokens are added at its next save."""
+    saved = children(parent).get(call_id)
+    usage = saved.get("usage") if isinstance(saved, dict) else None
+    return Usage.model_validate(usage) if isinstance(usage, dict) else Usage()
+
+
 def charge_child(parent: RunState, call_id: str, child: RunState) -> None:
-    """Add to the parent's cost, and to its delegated turns, what the child spent since its last
+    """Add to the parent's cost, usage and delegated turns what the child spent since its last
     saved record (never twice); called before that record is replaced."""
     cost, unknown = charged(parent, call_id)
     turns = charged_turns(parent, call_id)
     parent.cost_usd += child.cost_usd - cost
     parent.cost_unknown_usd += child.cost_unknown_usd - unknown
     parent.delegated_turns += child.turns + child.delegated_turns - turns
+    before, now = charged_usage(parent, call_id), child.usage
+    if now != before:
+        parent.usage = parent.usage + Usage(
+            prompt_tokens=max(0, now.prompt_tokens - before.prompt_tokens),
+            completion_tokens=max(0, now.completion_tokens - before.completion_tokens),
+            cached_tokens=max(0, now.cached_tokens - before.cached_tokens),
+            cache_write_tokens=max(0, now.cache_write_tokens - before.cache_write_tokens),
+            estimated=now.estimated,
+        )
     for model in child.unpriced_models:
         if model not in parent.unpriced_models:
             parent.unpriced_models.append(model)
 
 
 def _given(parent: RunState) -> dict[str, Any]:
-    """The limits given to the parent's children that have not finished: call id → ``usd`` and
-    ``turns`` (None: unbounded)."""
+    """The limits given to the parent's children that have not finished: call id → ``usd``,
+    ``turns`` and ``tokens`` (None: unbounded)."""
     found: dict[str, Any] = parent.ext_state(_NAME).setdefault("given", {})
     return found
 
 
-def _beside(ctx: ToolContext, name: str) -> tuple[float, int, int]:
+class _Beside(NamedTuple):
+    """What the children running beside a call were given and have not spent yet, and how many
+    calls beside it that share the parent's limits have yet to start (see :func:`_beside`)."""
+
+    usd: float = 0.0
+    turns: int = 0
+    tokens: int = 0
+    waiting: int = 0
+
+
+def _beside(ctx: ToolContext, name: str) -> _Beside:
     """The children of this parent's reply that run beside this call (a parallel batch): what those
-    started were given and have not spent yet, in dollars and turns, and how many calls of this
+    started were given and have not spent yet, in dollars, turns and tokens, and how many calls of this
     tool, or of another sub-agent tool running side by side, after this one have yet to start.
     Together they may not spend past the parent's limits, so this call gets its share of the rest.
     Only calls still pending count (a record a crash left is no promise)."""
@@ -268,7 +299,7 @@ def _beside(ctx: ToolContext, name: str) -> tuple[float, int, int]:
 
     parent = ctx.state
     given, kept = _given(parent), children(parent)
-    usd, turns, waiting, after = 0.0, 0, 0, False
+    usd, turns, tokens, waiting, after = 0.0, 0, 0, 0, False
     for call in pending_tool_calls(parent):
         limits, record = given.get(call.id), kept.get(call.id)
         if call.id == ctx.call_id or (
@@ -283,7 +314,9 @@ def _beside(ctx: ToolContext, name: str) -> tuple[float, int, int]:
             usd += max(0.0, float(limits["usd"]) - sum(charged(parent, call.id)))
         if limits.get("turns") is not None:
             turns += max(0, int(limits["turns"]) - charged_turns(parent, call.id))
-    return usd, turns, waiting
+        if limits.get("tokens") is not None:
+            tokens += max(0, int(limits["tokens"]) - charged_usage(parent, call.id).total_tokens)
+    return _Beside(usd, turns, tokens, waiting)
 
 
 def _let_go(parent: RunState) -> None:
@@ -312,6 +345,7 @@ def _let_go(parent: RunState) -> None:
                 "misconfiguration",
                 "cost_usd",
                 "cost_unknown_usd",
+                "usage",
                 "turns",
                 "delegated_turns",
             )
@@ -461,18 +495,24 @@ class AgentTool:
                 "turn": parent.turns,  # the parent's reply that made the call: its id may come again later
             }
             prompt = str(input["task"])
-        agent = replace(self.agent, max_budget_usd=self._budget(ctx), max_turns=self._turns(ctx))
+        agent = replace(
+            self.agent, max_budget_usd=self._budget(ctx), max_turns=self._turns(ctx), max_run_tokens=self._tokens(ctx)
+        )
         if getattr(self, "parallel", False):  # what the calls beside it may not count on (_beside)
-            _given(ctx.state)[ctx.call_id] = {"usd": agent.max_budget_usd, "turns": agent.max_turns}
-        carve, call_id = agent.max_budget_usd, ctx.call_id
+            given = {"usd": agent.max_budget_usd, "turns": agent.max_turns, "tokens": agent.max_run_tokens}
+            _given(ctx.state)[ctx.call_id] = given
+        carve, tokens, call_id = agent.max_budget_usd, agent.max_run_tokens, ctx.call_id
         if carve is not None and ctx.budget_left_usd is not None:
             # What a call beside it (a policy's verdict, a server's sampling request) may not count
             # on: the child's budget, less what it has spent (added to the parent's cost as it goes).
             parent.hold(call_id, lambda: carve - sum(charged(parent, call_id)))
+        if tokens is not None and ctx.tokens_left is not None:  # the same for its tokens
+            parent.hold_tokens(call_id, lambda: tokens - charged_usage(parent, call_id).total_tokens)
         try:
             return await self._run_child(ctx, agent, child, prompt)
         finally:
             parent.hold(call_id, None)
+            parent.hold_tokens(call_id, None)
 
     async def _run_child(
         self, ctx: ToolContext, agent: Agent, child: RunState, prompt: str | None
@@ -572,7 +612,7 @@ class AgentTool:
                 is_error=True,
             )
         if ctx.turns_left is not None and self._turns_share(ctx) <= 0:
-            beside = ", beside those the sub-agents running with it were given" if self._siblings(ctx)[1] else ""
+            beside = ", beside those the sub-agents running with it were given" if self._siblings(ctx).turns else ""
             return ToolResult(
                 f"Not run: this run has no model turns left for the sub-agent {self.name}{beside} (its "
                 "max_turns counts the turns of every sub-agent it starts, and its last turn is kept for "
@@ -584,9 +624,9 @@ class AgentTool:
     def _no_budget(self, ctx: ToolContext) -> ToolResult | None:
         budget = self._budget(ctx)
         if budget is None or budget > 0:
-            return None
+            return self._no_tokens(ctx)
         left = ctx.budget_left_usd or 0.0
-        beside = " and for the sub-agents running beside this one" if self._siblings(ctx)[0] > 0 else ""
+        beside = " and for the sub-agents running beside this one" if self._siblings(ctx).usd > 0 else ""
         return ToolResult(
             f"Not run: the budget left (${max(0.0, left):.6f}) is kept for this run's own answer{beside}, "
             f"so the sub-agent {self.name} has nothing to spend. Answer with what you have.",
@@ -602,7 +642,7 @@ class AgentTool:
         if ctx.budget_left_usd is None:
             return limit
         spent_before = sum(charged(ctx.state, ctx.call_id))
-        usd, _, waiting = self._siblings(ctx)
+        usd, _, _, waiting = self._siblings(ctx)
         # A request the parent has out beside it (a policy's verdict on another call's result) is
         # not charged yet: its worst case is not the child's to spend.
         note = ctx.state.call_in_flight
@@ -624,13 +664,40 @@ class AgentTool:
         (to read the answer and reply, as the budget keeps ``reserve_usd``): a child given every
         turn left ended its parent ``max_turns_exceeded`` with no answer."""
         assert ctx.turns_left is not None
-        _, turns, waiting = self._siblings(ctx)
+        _, turns, _, waiting = self._siblings(ctx)
         return -(-max(0, ctx.turns_left - 1 - turns) // (1 + waiting))  # rounded up: never past what is left
 
-    def _siblings(self, ctx: ToolContext) -> tuple[float, int, int]:
+    def _siblings(self, ctx: ToolContext) -> _Beside:
         """:func:`_beside`, for a tool whose calls may run at the same time; one at a time, each
         child starts when the one before it has ended and spent what it spent."""
-        return _beside(ctx, self.name) if getattr(self, "parallel", False) else (0.0, 0, 0)
+        return _beside(ctx, self.name) if getattr(self, "parallel", False) else _Beside()
+
+    def _tokens(self, ctx: ToolContext) -> int | None:
+        """The child's ``max_run_tokens``: its own, within its share of what the parent's token
+        limit leaves when the call starts, less the parent's reserve for its own next call and a
+        request it has out (as the budget). What the child used before a stop is already in the
+        parent's usage, so it is given back to the carve on resume."""
+        limit = self.agent.max_run_tokens
+        if ctx.tokens_left is None:
+            return limit
+        beside = self._siblings(ctx)
+        note = ctx.state.call_in_flight
+        out = note.prompt_tokens + note.max_tokens if note is not None else 0
+        share = (ctx.tokens_left - ctx.reserve_tokens - beside.tokens - out) // (1 + beside.waiting)
+        carve = max(0, share + charged_usage(ctx.state, ctx.call_id).total_tokens)
+        return carve if limit is None else min(limit, carve)
+
+    def _no_tokens(self, ctx: ToolContext) -> ToolResult | None:
+        """A child the parent's token limit leaves nothing to use is not started (as the budget's)."""
+        tokens = self._tokens(ctx)
+        if ctx.tokens_left is None or tokens is None or tokens > 0:
+            return None
+        beside = " and for the sub-agents running beside this one" if self._siblings(ctx).tokens > 0 else ""
+        return ToolResult(
+            f"Not run: the tokens left of this run's token limit ({max(0, ctx.tokens_left):,}) are kept for "
+            f"its own answer{beside}, so the sub-agent {self.name} has none to use. Answer with what you have.",
+            is_error=True,
+        )
 
     def _keep(self, ctx: ToolContext, child: RunState, result: Any) -> ToolResult | str | Stop:
         """Keep the finished child's answer in the parent's state (its cost already added), in one save."""
@@ -645,6 +712,7 @@ class AgentTool:
             "output": _bounded(result.text, self.name),
             "cost_usd": child.cost_usd,
             "cost_unknown_usd": child.cost_unknown_usd,
+            "usage": child.usage.model_dump(mode="json"),
             "turns": result.turns,
             "delegated_turns": child.delegated_turns,
             "parent_turn": (child.ext_state(_NAME).get("parent") or {}).get("turn"),

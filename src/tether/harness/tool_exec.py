@@ -589,6 +589,8 @@ def _tool_context(rc: RunContext, call: ToolCallPart, key: str | None) -> ToolCo
         budget_left_usd=None if agent.max_budget_usd is None else agent.max_budget_usd - state.spent_usd,
         reserve=lambda: _reserve(rc),
         turns_left=None if agent.max_turns is None else agent.max_turns - state.turns - state.delegated_turns,
+        tokens_left=None if agent.max_run_tokens is None else agent.max_run_tokens - state.usage.total_tokens,
+        token_reserve=lambda: _reserve_tokens(rc),
         on_save=lambda durable: rc.persist(durable=durable),
         run_agent=rc.run_agent,
         runs=getattr(rc.store, "runs", rc.store),  # a run inside another saves with the outermost's store
@@ -666,6 +668,14 @@ def _reserve(rc: RunContext) -> float:
     if rc.agent.max_budget_usd is None or rc.price is None:
         return 0.0
     return rc.price.worst_case(rc.prompt_bound() + _ANSWER_ROOM, min(rc.agent.max_tokens, _ANSWER_ROOM))
+
+
+def _reserve_tokens(rc: RunContext) -> int:
+    """The tokens the run's own next model call may take: its prompt and answer as :func:`_reserve`
+    bounds them. 0 without a token limit."""
+    if rc.agent.max_run_tokens is None:
+        return 0
+    return rc.prompt_bound() + _ANSWER_ROOM + min(rc.agent.max_tokens, _ANSWER_ROOM)
 
 
 async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -> AsyncIterator[Event]:

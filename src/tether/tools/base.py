@@ -116,6 +116,10 @@ class ToolContext:
     reserve: Callable[[], float] | None = field(default=None, repr=False)
     # Model turns the run may still make, its own and those of runs a tool starts (None: no limit).
     turns_left: int | None = None
+    # Tokens the run's token limit still leaves (None: no limit), and what of them it keeps for
+    # its own next model call (``reserve_tokens``), as ``budget_left_usd`` and ``reserve``.
+    tokens_left: int | None = None
+    token_reserve: Callable[[], int] | None = field(default=None, repr=False)
     on_save: Callable[[bool], None] | None = field(default=None, repr=False)
     # The loop running this call: a tool that runs another agent (a sub-agent) runs it through this,
     # in this run's process and under its signal (``run_stream``'s signature). None outside a run.
@@ -135,6 +139,11 @@ class ToolContext:
     def reserve_usd(self) -> float:
         """What the run keeps of ``budget_left_usd`` for its own next model call (0: no budget)."""
         return self.reserve() if self.reserve is not None else 0.0
+
+    @property
+    def reserve_tokens(self) -> int:
+        """What the run keeps of ``tokens_left`` for its own next model call (0: no token limit)."""
+        return self.token_reserve() if self.token_reserve is not None else 0
 
     def progress(self, label: str) -> None:
         """Report a step of a long tool; it becomes a ``tool_progress`` event."""
