@@ -46,3 +46,61 @@ def test_exact_search_finds_a_thai_word_inside_a_sentence_as_it_finds_a_chinese_
     # Still exact: a part of a letter (ผ without the vowel sign ั it carries in ผัด) is not the word.
     code, out, err = run_main("kb", "search", "ข้าวผ", "--mode", "exact", capsys=capsys)
     assert code == 0 and out == "" and "no chunk contains" in err
+
+
+def test_a_postgres_base_indexed_before_thai_was_split_is_indexed_again_once_and_says_so(
+    quiet_env: Path,
+    pg_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Was: a Postgres base whose documents were added before a run of Thai (Lao, Burmese, Khmer)
+    was split into pairs of letters kept those documents' earlier words for good: ``kb search
+    ข้าวผัด`` never found the sentence that holds it until it was added again into a new base,
+    where a SQLite base was indexed again once, saying so on stderr. Now a Postgres base is too,
+    once (its words, postings and counts as a base made now has them), and says so in one line."""
+    import re
+    from urllib.parse import urlsplit
+
+    import psycopg
+
+    import tether.knowledge.store as kb_store
+    from tether.knowledge import KnowledgeBase
+    from tether.postgres.db import database
+    from tether.postgres.knowledge import PgKnowledgeStore
+
+    from .conftest import check_index
+
+    monkeypatch.setenv("TETHER_DATABASE_URL", pg_url)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "thai.txt").write_text(THAI)
+    (tmp_path / "notes.txt").write_text("".join(f"note {i}: the pump seal {i} is checked.\n" for i in range(300)))
+    with monkeypatch.context() as earlier:  # the words an earlier tether indexed: a Thai run one word
+        earlier.setattr(kb_store, "_UNSPACED_RUN", re.compile("(?!)"))
+        for name in ("default", "other"):
+            code, _, err = run_main("kb", "--name", name, "add", ".", "--embedder", "none", capsys=capsys)
+            assert code == 0, err
+    db = database(pg_url)
+    db.execute("DELETE FROM kb_meta WHERE key = 'fts_words'")  # such a base recorded no version of its words
+    assert not db.execute("SELECT 1 FROM kb_postings WHERE term = 'ข้าผั'")  # what the search asks for
+    # Not waited for: while another process writes to the base, an open leaves it to a later one.
+    with psycopg.connect(pg_url) as writer, writer.transaction():
+        writer.execute("SELECT 1 FROM kb_bases WHERE name = 'default' FOR UPDATE")
+        PgKnowledgeStore(db, "default")
+    assert not db.execute("SELECT 1 FROM kb_meta WHERE key = 'fts_words'")
+    out = cli.tether("kb", "search", "ข้าวผัด", "--mode", "keyword", env=dict(cli.os.environ), cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.startswith("1. thai.txt:1-2"), out
+    said = [line for line in out.stderr.splitlines() if "made again" in line]
+    assert len(said) == 1 and "once" in said[0] and "'default'" in said[0], out.stderr
+    password = urlsplit(pg_url).password
+    assert not password or password not in out.stderr
+    again = cli.tether("kb", "search", "ข้าวผัด", "--mode", "exact", env=dict(cli.os.environ), cwd=tmp_path)
+    assert again.stdout.startswith("1. thai.txt:1-2") and "made again" not in again.stderr, again
+    # The counts BM25 reads are those of the chunks' new words; the other base waits for its own open.
+    kb = KnowledgeBase(PgKnowledgeStore(db, "default"))
+    check_index(kb)
+    assert [h.citation for h in kb.search("pump seal 299", mode="keyword", k=1).hits] == ["notes.txt:296-300"]
+    other = KnowledgeBase(PgKnowledgeStore(db, "other"))
+    check_index(other)
+    assert [h.citation for h in other.search("ข้าวผัด", mode="keyword").hits] == ["thai.txt:1-2"]

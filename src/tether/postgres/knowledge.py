@@ -26,6 +26,7 @@ the words after that are not indexed).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from collections import Counter
@@ -38,6 +39,7 @@ from tether.knowledge.store import (
     ANY_DOCUMENT,
     BM25_B,
     BM25_K1,
+    FTS_WORDS,
     ChunkRow,
     DocumentInfo,
     check_replacing,
@@ -52,6 +54,7 @@ MAX_POSITION = 16383  # the last position a tsvector records
 MAX_POSITIONS = 256  # positions a tsvector keeps per word and chunk
 MAX_LEXEME_BYTES = 2046
 MAX_TSVECTOR_BYTES = 1_048_575  # the most a tsvector's words and positions may take, together
+REINDEX_BATCH = 2000  # chunks read at a time when a base's words are indexed again
 
 MIGRATIONS = [
     Migration(
@@ -180,7 +183,19 @@ class PgKnowledgeStore:
                 "server and, as a superuser, run CREATE EXTENSION vector in that database"
             ) from cause
         made = db.execute("INSERT INTO kb_bases (name) VALUES (%s) ON CONFLICT (name) DO NOTHING RETURNING id", (name,))
-        self.kb = int((made or db.execute("SELECT id FROM kb_bases WHERE name = %s", (name,)))[0][0])
+        if made:  # a new base: its words are this tether's
+            self.kb = int(made[0][0])
+            self.set_meta("fts_words", FTS_WORDS)
+            return
+        # With the version of tokens() its words were indexed by, in the one query an open makes anyway
+        row = db.execute(
+            "SELECT b.id, m.value FROM kb_bases b LEFT JOIN kb_meta m ON m.kb = b.id AND m.key = 'fts_words' "
+            "WHERE b.name = %s",
+            (name,),
+        )[0]
+        self.kb = int(row[0])
+        if _older_words(row[1]):
+            self._index_words_again()
 
     @staticmethod
     def bases(db: Database) -> list[str]:
@@ -227,6 +242,78 @@ class PgKnowledgeStore:
             (self.kb, key, value),
         )
         return str(self.db.execute("SELECT value FROM kb_meta WHERE kb = %s AND key = %s", (self.kb, key))[0][0])
+
+    def _index_words_again(self) -> None:
+        """A base whose words were indexed by an earlier :func:`tokens` (before :data:`FTS_WORDS`:
+        a Thai sentence one word, found by no word inside it): every chunk's words, postings and
+        the base's counts made again, once, in one transaction, a batch of chunks at a time, and
+        said so on the ``tether.knowledge`` log (one line on stderr from the command line). Not
+        waited for: another process writing to the base leaves it to a later open (searches
+        meanwhile see the earlier words, as before)."""
+        from psycopg import errors
+
+        try:
+            with self.db.tx() as conn:
+                if (
+                    conn.execute("SELECT 1 FROM kb_bases WHERE id = %s FOR UPDATE NOWAIT", (self.kb,)).fetchone()
+                    is None
+                ):
+                    return  # dropped meanwhile
+                now = conn.execute(
+                    "SELECT value FROM kb_meta WHERE kb = %s AND key = 'fts_words'", (self.kb,)
+                ).fetchone()
+                if not _older_words(None if now is None else now[0]):
+                    return  # another process made them again meanwhile
+                chunks = int(conn.execute("SELECT count(*) FROM kb_chunks WHERE kb = %s", (self.kb,)).fetchone()[0])
+                if chunks:
+                    logging.getLogger("tether.knowledge").warning(
+                        "the full-text index of the knowledge base %r in %s is being made again, once (%d chunks): "
+                        "this tether splits the text into words otherwise than the one that made it",
+                        self.name,
+                        redact(self.db.url),
+                        chunks,
+                    )
+                conn.execute("DELETE FROM kb_postings WHERE kb = %s", (self.kb,))
+                conn.execute("DELETE FROM kb_terms WHERE kb = %s", (self.kb,))
+                conn.execute("UPDATE kb_bases SET chunks = 0, words = 0 WHERE id = %s", (self.kb,))
+                after = -1
+                while rows := conn.execute(
+                    "SELECT id, doc_id, heading, text FROM kb_chunks WHERE kb = %s AND id > %s ORDER BY id LIMIT %s",
+                    (self.kb, after, REINDEX_BATCH),
+                ).fetchall():
+                    self._index_again(conn, rows)
+                    after = int(rows[-1][0])
+                conn.execute(
+                    "INSERT INTO kb_meta (kb, key, value) VALUES (%s, 'fts_words', %s) ON CONFLICT (kb, key) "
+                    "DO UPDATE SET value = excluded.value",
+                    (self.kb, FTS_WORDS),
+                )
+                self._bump(conn)
+        except errors.LockNotAvailable:
+            return
+
+    def _index_again(self, conn: Any, rows: Sequence[tuple[Any, ...]]) -> None:
+        """The chunks ``rows`` (id, document, heading, text) indexed in this tether's words."""
+        indexed = [_Indexed.of(heading, text) for _, _, heading, text in rows]
+        conn.execute(
+            "UPDATE kb_chunks c SET words = u.w, tsv = u.v::tsvector "
+            "FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS u(i, w, v) WHERE c.id = u.i",
+            ([int(r[0]) for r in rows], [one.words for one in indexed], [one.tsv for one in indexed]),
+        )
+        postings = [
+            (term, int(row[0]), int(row[1]), tf, one.words)
+            for row, one in zip(rows, indexed, strict=True)
+            for term, tf in one.counts.items()
+        ]
+        if postings:
+            conn.execute(
+                "INSERT INTO kb_postings (kb, term, chunk_id, doc_id, tf, words) SELECT %s, t, c, d, f, w "
+                "FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::int[], %s::int[]) AS u(t, c, d, f, w)",
+                (self.kb, *map(list, zip(*postings, strict=True))),
+            )
+        self._count(
+            conn, Counter(t for one in indexed for t in one.counts), len(indexed), sum(one.words for one in indexed)
+        )
 
     def _bump(self, conn: Any) -> None:
         conn.execute(
@@ -768,6 +855,13 @@ class _Indexed:
             f"{_lexeme(w)}:{','.join(str(min(p, MAX_POSITION)) for p in ps[:MAX_POSITIONS])}" for w, ps in at.items()
         )
         return cls(len(words), {w: len(ps) for w, ps in at.items()}, tsv)
+
+
+def _older_words(recorded: str | None) -> bool:
+    """Whether a base whose words are recorded as ``recorded`` (None: a base made before Postgres
+    recorded them) was indexed by an earlier :func:`tokens`. A newer tether's base is left alone:
+    machines of two versions sharing a database would make the index again on every open."""
+    return recorded is None or not recorded.isdigit() or int(recorded) < int(FTS_WORDS)
 
 
 def _lexeme(word: str) -> str:
