@@ -268,6 +268,7 @@ class KbTable(_Table):
     results: _PositiveInt | None = None  # results per search for the agent's tools (default 6)
     max_pdf_pages: _PositiveInt | None = None  # pages read of one PDF (default 5,000)
 
+    max_file_bytes: _PositiveInt | None = None  # the most read of one file, a PDF's page content (default 64 MB)
 
 def _pattern(value: str) -> str:
     import re

@@ -236,14 +236,14 @@ def test_a_pdf_whose_pages_hold_more_content_than_the_limit_is_cut_or_skipped(
         (
             str(tmp_path / "cut.pdf"),
             "read up to page 1 of 3: its pages' content passed the 0.2 MB read of one PDF (a page's drawing "
-            "instructions; the text is a small part of them)",
+            "instructions; the text is a small part of them): [kb] max_file_bytes raises it",
         )
     ]
     assert report.skipped == [
         (
             str(tmp_path / "flood.pdf"),
             "its first page's content passed the 0.2 MB read of one PDF (a page's drawing instructions; the "
-            "text is a small part of them)",
+            "text is a small part of them): [kb] max_file_bytes raises it",
         )
     ]
     assert [h.citation for h in kb.search("P-100", mode="exact").hits] == [f"{tmp_path / 'cut.pdf'}:1-3"]
@@ -276,7 +276,10 @@ def test_a_text_file_too_large_to_read_is_skipped_saying_why(tmp_path: Path, mon
     report = kb.add_path(tmp_path)
     assert report.added == [str(tmp_path / "notes.md")]
     assert report.skipped == [
-        (str(tmp_path / "server.log"), "too large to read (0.4 MB; a file other than a PDF is read up to 0.2 MB)")
+        (
+            str(tmp_path / "server.log"),
+            "too large to read (0.4 MB; a file other than a PDF is read up to 0.2 MB: [kb] max_file_bytes raises it)",
+        )
     ]
     with pytest.raises(Skipped, match="too large to read"):
         read_document(tmp_path / "server.log")

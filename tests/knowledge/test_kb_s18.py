@@ -104,3 +104,29 @@ def test_a_postgres_base_indexed_before_thai_was_split_is_indexed_again_once_and
     other = KnowledgeBase(PgKnowledgeStore(db, "other"))
     check_index(other)
     assert [h.citation for h in other.search("ข้าวผัด", mode="keyword").hits] == ["thai.txt:1-2"]
+
+
+def test_a_file_too_large_to_add_says_which_setting_raises_the_limit_and_that_setting_does(
+    quiet_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: a file over 64 MB was skipped "too large to read (70.0 MB; a file other than a PDF is
+    read up to 64 MB)", and nothing could raise the limit: a person with a large log or data file
+    to search had no way to add it. Now ``[kb] max_file_bytes`` sets it (a PDF's page content
+    too), and the skip names it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "server.log").write_text("GET /pump/P-100 200\n" * 20_000)  # 400 KB
+    quiet_env.mkdir(parents=True, exist_ok=True)
+    (quiet_env / "config.toml").write_text("[kb]\nmax_file_bytes = 200_000\n")
+    code, _, err = run_main("kb", "add", "server.log", "--embedder", "none", capsys=capsys)
+    assert code == 1  # nothing was added
+    assert "read up to 0.2 MB: [kb] max_file_bytes raises it" in err, err
+    code, out, _ = run_main("kb", "search", "P-100", "--mode", "exact", capsys=capsys)
+    assert out == ""
+    (quiet_env / "config.toml").write_text("[kb]\nmax_file_bytes = 1_000_000\n")
+    code, _, err = run_main("kb", "add", "server.log", capsys=capsys)
+    assert code == 0 and "too large" not in err, err
+    code, out, _ = run_main("kb", "search", "P-100", "--mode", "exact", "-k", "1", capsys=capsys)
+    assert out.startswith("1. server.log:1-"), out
+    (quiet_env / "config.toml").write_text("[kb]\nmax_file_bytes = 0\n")
+    code, _, err = run_main("kb", "add", "server.log", capsys=capsys)
+    assert code == 2 and "max_file_bytes" in err, err

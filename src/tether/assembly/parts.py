@@ -97,7 +97,13 @@ def open_kb(settings: Settings, name: str, *, create_with: str | None = None, mu
         mine = fresh.name if fresh is not None else "none"
         recorded = store.claim_meta("embedder", mine)
         if recorded == mine:
-            return KnowledgeBase(store, embedder=fresh, name=name, max_pdf_pages=_pdf_pages(settings))
+            return KnowledgeBase(
+                store,
+                embedder=fresh,
+                name=name,
+                max_pdf_pages=_pdf_pages(settings),
+                max_file_bytes=settings.kb.max_file_bytes,
+            )
         raced = " (by another tether kb add, just now)"
     asked = _embedder_name(create_with) if create_with else recorded
     if asked != recorded:
@@ -108,7 +114,13 @@ def open_kb(settings: Settings, name: str, *, create_with: str | None = None, mu
             f"{_add_command(name)})"
         )
     embedder = make_embedder(recorded, base_url=base_url, cache_dir=cache_dir)
-    return KnowledgeBase(store, embedder=embedder, name=name, max_pdf_pages=_pdf_pages(settings))
+    return KnowledgeBase(
+        store,
+        embedder=embedder,
+        name=name,
+        max_pdf_pages=_pdf_pages(settings),
+        max_file_bytes=settings.kb.max_file_bytes,
+    )
 
 
 def _pdf_pages(settings: Settings) -> int:

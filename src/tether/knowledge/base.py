@@ -159,6 +159,7 @@ class KnowledgeBase:
         name: str = "kb",
         common_fraction: float | None = None,
         max_pdf_pages: int = MAX_PDF_PAGES,
+        max_file_bytes: int | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -168,6 +169,8 @@ class KnowledgeBase:
         self.exact_fields = tuple(exact_fields)
         self.common_fraction = common_fraction
         self.max_pdf_pages = max_pdf_pages  # a PDF's pages past it are not read, and the add says so
+        # the most read of one file (None: 64 MB): a larger one is skipped, a PDF's page content cut there
+        self.max_file_bytes = max_file_bytes
         self.name = name
         self.last_withheld = 0  # how many credentials the last add_text masked
         recorded = store.get_meta("embedder")
@@ -458,7 +461,7 @@ class KnowledgeBase:
             report.unchanged.append(name)
             return None
         try:
-            doc = read_document(file, max_pdf_pages=self.max_pdf_pages, stream=f)
+            doc = read_document(file, max_pdf_pages=self.max_pdf_pages, stream=f, max_bytes=self.max_file_bytes)
         except Skipped as why:
             report.skipped.append((name, str(why)))
             return None
@@ -502,7 +505,7 @@ class KnowledgeBase:
             if same_meta and known is not None and known.hash.startswith(stamp):
                 report.unchanged.append(name)  # same size and time: not even opened
                 return
-            why = too_large(file, info.st_size)
+            why = too_large(file, info.st_size, self.max_file_bytes)
             if why is not None:
                 report.skipped.append((name, why))
                 return

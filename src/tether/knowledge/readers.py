@@ -46,6 +46,8 @@ MAX_PDF_CONTENT = 64_000_000
 # Any other file is read whole, twice over in memory (its bytes, then its text): a log of
 # gigabytes in a folder added stopped the add with the machine out of memory.
 MAX_TEXT_BYTES = 64_000_000
+# Both limits are the one setting [kb] max_file_bytes: a person told "too large" is told it too.
+RAISE_IT = "[kb] max_file_bytes raises it"
 
 
 # What a folder's walk passes over, by reason: the add says how many of each, not their names.
@@ -103,23 +105,32 @@ class Skipped(Exception):
 CANNOT_READ = "cannot read it: "
 
 
-def too_large(path: Path, size: int) -> str | None:
-    """Why a file of ``size`` bytes is not read (a PDF is read up to its limits instead), or None."""
-    if path.suffix.lower() == ".pdf" or size <= MAX_TEXT_BYTES:
+def too_large(path: Path, size: int, max_bytes: int | None = None) -> str | None:
+    """Why a file of ``size`` bytes is not read (a PDF is read up to its limits instead), or None.
+    ``max_bytes``: the most read of one file (None: :data:`MAX_TEXT_BYTES`)."""
+    limit = MAX_TEXT_BYTES if max_bytes is None else max_bytes
+    if path.suffix.lower() == ".pdf" or size <= limit:
         return None
-    limit = f"{MAX_TEXT_BYTES / 1e6:g} MB"
-    return f"too large to read ({size / 1e6:,.1f} MB; a file other than a PDF is read up to {limit})"
+    read = f"a file other than a PDF is read up to {limit / 1e6:g} MB"
+    return f"too large to read ({size / 1e6:,.1f} MB; {read}: {RAISE_IT})"
 
 
-def read_document(path: Path, *, max_pdf_pages: int = MAX_PDF_PAGES, stream: BinaryIO | None = None) -> Document:
+def read_document(
+    path: Path,
+    *,
+    max_pdf_pages: int = MAX_PDF_PAGES,
+    stream: BinaryIO | None = None,
+    max_bytes: int | None = None,
+) -> Document:
     """The text of the file at ``path``; read from ``stream`` when given (a file the caller
-    opened, ``path`` naming it), never opening ``path`` again."""
+    opened, ``path`` naming it), never opening ``path`` again. ``max_bytes``: the most read of one
+    file, a PDF's page content (None: :data:`MAX_TEXT_BYTES`, :data:`MAX_PDF_CONTENT`)."""
     suffix = path.suffix.lower()
     if suffix == ".pdf":
-        return _pdf(path, max_pdf_pages, stream)
+        return _pdf(path, max_pdf_pages, stream, max_bytes)
     try:
         size = os.fstat(stream.fileno()).st_size if stream is not None else path.stat().st_size
-        why = too_large(path, size)
+        why = too_large(path, size, max_bytes)
         if why is not None:
             raise Skipped(why)
         data = stream.read() if stream is not None else path.read_bytes()
@@ -257,7 +268,7 @@ def open_below(root: Path, file: Path) -> int:
         os.close(here)
 
 
-def _pdf(path: Path, max_pages: int, stream: BinaryIO | None = None) -> Document:
+def _pdf(path: Path, max_pages: int, stream: BinaryIO | None = None, max_bytes: int | None = None) -> Document:
     try:
         from pypdf import PdfReader
         from pypdf.errors import PyPdfError
@@ -272,7 +283,7 @@ def _pdf(path: Path, max_pages: int, stream: BinaryIO | None = None) -> Document
                 raise Skipped("an encrypted PDF (remove the password first)") from exc
             if not opened:
                 raise Skipped("an encrypted PDF (remove the password first)")
-        pages, cut = _pdf_pages(reader, max_pages)
+        pages, cut = _pdf_pages(reader, max_pages, MAX_PDF_CONTENT if max_bytes is None else max_bytes)
         meta: Any = reader.metadata
         title = str(meta.title).strip() if meta is not None and meta.title else path.name
     except Skipped:
@@ -284,7 +295,7 @@ def _pdf(path: Path, max_pages: int, stream: BinaryIO | None = None) -> Document
     return Document("\n\n".join(pages), title, True, "pdf", cut)
 
 
-def _pdf_pages(reader: Any, max_pages: int) -> tuple[list[str], str]:
+def _pdf_pages(reader: Any, max_pages: int, max_content: int) -> tuple[list[str], str]:
     """The text of each page, ``# Page N`` first, up to the limits; and where it stopped, in words."""
     pages: list[str] = []
     content, total = 0, len(reader.pages)
@@ -293,11 +304,11 @@ def _pdf_pages(reader: Any, max_pages: int) -> tuple[list[str], str]:
             return pages, f"only its first {max_pages} of {total} pages were read ([kb] max_pdf_pages)"
         stream = page.get_contents()
         content += 0 if stream is None else len(stream.get_data())
-        if content > MAX_PDF_CONTENT:
+        if content > max_content:
             where = f"read up to page {n - 1} of {total}: its pages'" if n > 1 else "its first page's"
             return pages, (
-                f"{where} content passed the {MAX_PDF_CONTENT / 1e6:g} MB read of one PDF (a page's "
-                "drawing instructions; the text is a small part of them)"
+                f"{where} content passed the {max_content / 1e6:g} MB read of one PDF (a page's "
+                f"drawing instructions; the text is a small part of them): {RAISE_IT}"
             )
         text = (page.extract_text() or "").strip()
         if text:
