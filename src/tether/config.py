@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import os
 import re
 import sys
@@ -267,8 +268,8 @@ class KbTable(_Table):
     max_chars: _PositiveInt | None = None  # the most a knowledge tool's answer may hold (default 6,000)
     results: _PositiveInt | None = None  # results per search for the agent's tools (default 6)
     max_pdf_pages: _PositiveInt | None = None  # pages read of one PDF (default 5,000)
-
     max_file_bytes: _PositiveInt | None = None  # the most read of one file, a PDF's page content (default 64 MB)
+
 
 def _pattern(value: str) -> str:
     import re
@@ -343,6 +344,7 @@ class AgentTable(_Table):
     tools: list[_Text] | None = None  # names of built-in tools to give it (default: all of them)
     max_turns: _PositiveInt | None = None
     max_budget_usd: _PositiveFloat | None = None
+    max_run_tokens: _PositiveInt | None = None  # tokens per run, prompt and output of every call (default: no limit)
     max_tokens: _PositiveInt | None = None  # output tokens per model call (default 4,096)
     continue_cut_text: _Bool | None = None  # continue an answer cut at max_tokens once (default true)
     # "answers": turns the person has moved on from are shown to the model as input and answer only;
@@ -1090,9 +1092,21 @@ def _fix(kind: str, key: tuple[str | int, ...], value: Any) -> str:
         return f" (write {_key(last)} = {'true' if word in _TRUE_WORDS else 'false'})"
     if kind == "string_type" and isinstance(value, int | float):
         return f' (write {_key(last)} = "{value}")'
+    whole = _whole(value) if kind == "int_type" else None
+    if whole is not None:  # "1e9", or 1e9: TOML reads an exponent as a decimal, never a whole number
+        return f" (write {_key(last)} = {whole:_})"
     if kind in ("int_type", "float_type") and isinstance(value, str) and _number(value):
         return f" (write {_key(last)} = {value.strip()}, without quotes)"
     return ""
+
+
+def _whole(value: Any) -> int | None:
+    """The whole number a decimal, or a number in quotes, stands for (1e9, "1e9", 2.0); None for
+    anything else (1.5, a word, a boolean)."""
+    if isinstance(value, bool) or not isinstance(value, str | float):
+        return None
+    number = float(value) if isinstance(value, float) or _number(value) else math.nan
+    return int(number) if math.isfinite(number) and number == int(number) else None
 
 
 def _number(text: str) -> bool:

@@ -51,6 +51,7 @@ class Overrides(BaseModel):
     cwd: str | None = None
     max_turns: int | None = None
     max_budget_usd: float | None = None
+    max_run_tokens: int | None = None
     memory: str | None = None  # "user", "project" or "off"
     skills: bool | None = None
     kb: list[str] = []  # added to the definition's
@@ -74,6 +75,7 @@ class Recipe(BaseModel):
     first_token_timeout_s: float | None = None
     max_turns: int | None = DEFAULT_MAX_TURNS
     max_budget_usd: float | None = None
+    max_run_tokens: int | None = None  # None: no limit in tokens
     memory: str | None = None  # the memory scope; None: no memory
     kb: list[str] = []
     mcp: list[str] = []
@@ -135,6 +137,7 @@ def plan(settings: Settings, name: str | None = None, overrides: Overrides | Non
         first_token_timeout_s=o.first_token_timeout_s or d.first_token_timeout_s,
         max_turns=o.max_turns or d.max_turns or DEFAULT_MAX_TURNS,
         max_budget_usd=o.max_budget_usd or d.max_budget_usd,
+        max_run_tokens=o.max_run_tokens or d.max_run_tokens,
         memory=memory_scope(settings, o.memory or d.memory),
         kb=kb,
         mcp=list(dict.fromkeys([*check_mcp(settings, d.mcp, source=f"{where} mcp"), *check_mcp(settings, o.mcp)])),
@@ -189,6 +192,7 @@ def build_agent(settings: Settings, recipe: Recipe) -> Agent:
         cwd=recipe.cwd,
         max_turns=recipe.max_turns,
         max_budget_usd=recipe.max_budget_usd,
+        max_run_tokens=recipe.max_run_tokens,
         fallback_models=recipe.fallback_models,
         first_token_timeout_s=recipe.first_token_timeout_s,
         settings=settings,

@@ -137,7 +137,7 @@ def resume_hint(run_id: str, status: str, interruption: Interruption | None, rea
     from tether.status import TOKEN_LIMIT
 
     if status == "budget_exceeded" and (reason or "").startswith(TOKEN_LIMIT):
-        return "raise the agent's max_run_tokens and resume the run from Python (tether resume cannot raise it)"
+        return f"tether resume {run_id} --max-run-tokens N   with a larger total token limit (max_run_tokens)"
     if status == "budget_exceeded":
         return f"tether resume {run_id} --max-budget USD   with a larger total budget"
     return None

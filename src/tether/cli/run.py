@@ -91,7 +91,8 @@ leading "@" removed (for a prompt that really starts with "@"). An empty or blan
 RESUME_HELP = """\
 --max-turns N on resume means N MORE turns from where the run stopped (a run stopped at its turn
 limit needs it to go on). --max-budget USD is the run's new total budget: what it already spent
-counts against it.
+counts against it. --max-run-tokens N is the run's new token limit, likewise a total: the tokens
+it already used count against it.
 """
 
 
@@ -173,6 +174,12 @@ def _add_resume_parser(sub: Any) -> None:
         metavar="USD",
         help="the run's new total budget, spending so far included (> 0)",
     )
+    rs.add_argument(
+        "--max-run-tokens",
+        type=positive_int,
+        metavar="N",
+        help="the run's new token limit, the tokens it used so far included (N >= 1)",
+    )
     rs.add_argument("--json", action="store_true", help="print the RunResult as JSON on stdout")
     rs.set_defaults(handler=cmd_resume)
 
@@ -194,6 +201,12 @@ def add_agent_options(parser: argparse.ArgumentParser, *, per: str = "") -> None
     )
     parser.add_argument(
         "--max-budget", type=positive_float, metavar="USD", help=f"never spend more than this{per} (> 0)"
+    )
+    parser.add_argument(
+        "--max-run-tokens",
+        type=positive_int,
+        metavar="N",
+        help=f"never use more than N tokens{per}, prompt and output of every model call (N >= 1)",
     )
     add_memory_options(parser)
     add_skills_options(parser)
@@ -225,6 +238,7 @@ def overrides(args: argparse.Namespace, **more: Any) -> Overrides:
         cwd=str(args.cwd) if args.cwd else None,
         max_turns=args.max_turns,
         max_budget_usd=args.max_budget,
+        max_run_tokens=args.max_run_tokens,
         memory=memory_override(args),
         skills=skills_override(args),
         kb=args.kb,
@@ -357,6 +371,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
         )
     if args.max_budget is not None:
         state.config["max_budget_usd"] = args.max_budget
+    if args.max_run_tokens is not None:
+        state.config["max_run_tokens"] = args.max_run_tokens
     return drive(state, None, settings, json_out=args.json, asking=at_terminal(args.json))
 
 
@@ -458,10 +474,16 @@ def _check_limits_allow_more(state: RunState, args: argparse.Namespace) -> None:
             f"run {state.run_id} stopped at its turn limit ({limit} turns) and would stop again at "
             "once: resume it with --max-turns N to allow N more turns"
         )
+    _check_token_limit_allows_more(state, args)
+    from tether.harness.limits import stopped_at_token_limit
     from tether.harness.state import spent_unknown_usd
 
     spent = state.cost_usd + spent_unknown_usd(state.cost_unknown_usd, state.call_in_flight)  # as its resume counts
-    if state.status == "budget_exceeded" and (args.max_budget is None or args.max_budget <= spent):
+    if (
+        state.status == "budget_exceeded"
+        and not stopped_at_token_limit(state)
+        and (args.max_budget is None or args.max_budget <= spent)
+    ):
         budget = state.config.get("max_budget_usd")
         of = f" of ${budget:.6f}" if isinstance(budget, int | float) else ""
         raise usage_error(
@@ -472,6 +494,26 @@ def _check_limits_allow_more(state: RunState, args: argparse.Namespace) -> None:
         raise usage_error(
             f"--max-budget is run {state.run_id}'s new total budget, and it has already spent "
             f"${spent:.6f}: give a total above that (nothing was decided or run)"
+        )
+
+
+def _check_token_limit_allows_more(state: RunState, args: argparse.Namespace) -> None:
+    """A run its token limit stopped needs a larger one (a new total, as --max-budget is), or it
+    stops again at once; a new limit the run has already used is refused whatever it stopped for."""
+    from tether.harness.limits import stopped_at_token_limit
+
+    used, given = state.usage.total_tokens, args.max_run_tokens
+    if stopped_at_token_limit(state) and (given is None or given <= used):
+        limit = state.config.get("max_run_tokens")
+        of = f" of {limit:,}" if isinstance(limit, int) else ""
+        raise usage_error(
+            f"run {state.run_id} stopped at its token limit ({used:,} tokens used{of}): resume it with "
+            f"--max-run-tokens N, a new total above {used:,}"
+        )
+    if given is not None and given <= used:
+        raise usage_error(
+            f"--max-run-tokens is run {state.run_id}'s new token limit, and it has already used {used:,} "
+            "tokens: give a total above that (nothing was decided or run)"
         )
 
 
