@@ -5,26 +5,41 @@ Nothing about a run lives in the node: its job, state and events are in Postgres
 answers for any run, a node restarted loses nothing, and a client reconnecting with
 ``Last-Event-ID`` to another node reads on from the events table. One connection per node
 LISTENs for new events and job changes and wakes the streams that wait for them.
+
+The server's routes call :meth:`RemoteRuns.begin` and :meth:`RemoteRuns.carry_on`, which write a
+run's job (and a decision's save, with its wait for the worker that just stopped the run to let go
+of it) on a thread, never on the node's event loop. The local runs keep one run per session because
+nothing is awaited between a request's checks and the run's start; here the session is taken
+instead, on the loop, before the first await (:class:`_Starting`): until the job is written, this
+node's other requests find the run in the session (and wait for its job), and a stop asked
+meanwhile is asked of the job as soon as it exists. Across nodes the job table's unique index
+keeps one live run per session.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from tether.dispatch.engine import Dispatcher
-from tether.dispatch.jobs import EVENTS_CHANNEL, JOBS_CHANNEL, AlreadyQueued, Job, Jobs, Listener
+from tether.dispatch.jobs import EVENTS_CHANNEL, JOBS_CHANNEL, AlreadyQueued, Job, Jobs, Listener, SessionBusy
 from tether.errors import StaleRunError, StoreError
 from tether.harness.state import RunState
 from tether.postgres.db import SCHEMA_CHANNEL
+from tether.server.events import EventLog
 from tether.server.runs import resume_changes
 from tether.server.store import TurnRecord
 from tether.sessions import SessionStore
 
 __all__ = ["QueueAway", "RemoteLog", "RemoteRuns"]
+
+_log = logging.getLogger("tether.dispatch")
 
 
 class QueueAway(StoreError):
@@ -46,6 +61,17 @@ def _job_config(turn: TurnRecord, text: str) -> dict[str, Any]:
     }
 
 
+@dataclass
+class _Starting:
+    """A run whose job this node is writing (a message's start, a decision's or a resume's
+    continuation): its session is its own from the request's checks on, before anything is awaited."""
+
+    run_id: str
+    session_id: str
+    done: asyncio.Event = field(default_factory=asyncio.Event)  # set once the job is written, or refused
+    stops: list[str] = field(default_factory=list)  # stops asked meanwhile, asked of the job once it exists
+
+
 class RemoteRuns:
     def __init__(
         self, *, jobs: Jobs, runs: Any, sessions: SessionStore, dispatcher: Dispatcher, poll_s: float = 2.0
@@ -60,6 +86,11 @@ class RemoteRuns:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listener: Listener | None = None
         self._redelivered: set[tuple[str, float]] = set()  # stale jobs this node handed on again
+        self._starting: dict[str, _Starting] = {}  # by run id (read by threads too: a key's lookup only)
+        self._starting_in: dict[str, str] = {}  # session id -> the run id starting in it
+        # A pool of their own for the queuing threads: a decision may wait 10 s there for a worker to
+        # let go, and in the loop's default pool (a few threads) it would hold up the streams' reads.
+        self._queuing = concurrent.futures.ThreadPoolExecutor(32, thread_name_prefix="tether-queue")
 
     def _listen(self) -> None:
         if self._listener is None:
@@ -98,14 +129,20 @@ class RemoteRuns:
     # --- what the API asks
 
     def is_live(self, run_id: str) -> bool:
+        if run_id in self._starting:
+            return True
         job = self.jobs.get(run_id)
         return job is not None and job.live
+
+    def is_starting(self, run_id: str) -> bool:
+        """Whether this node is writing the run's job right now (see :meth:`begin`)."""
+        return run_id in self._starting
 
     def live_count(self) -> int:
         return self.jobs.live_count()
 
     def live_run_of(self, session_id: str) -> str | None:
-        return self.jobs.live_run_of(session_id)
+        return self._starting_in.get(session_id) or self.jobs.live_run_of(session_id)
 
     def state(self, run_id: str) -> RunState | None:
         if not self.runs.exists(run_id):
@@ -116,11 +153,74 @@ class RemoteRuns:
     def log(self, run_id: str) -> RemoteLog:
         return RemoteLog(self, run_id)
 
+    async def begin(self, turn: TurnRecord, text: str, chosen: dict[str, Any]) -> None:
+        """:meth:`start`, on a thread: the session is the run's from this call on."""
+        await self._off_loop(turn, lambda: self.start(turn, text, chosen))
+
+    async def carry_on(
+        self,
+        turn: TurnRecord,
+        state: RunState,
+        chosen: dict[str, Any],
+        *,
+        more_turns: int | None = None,
+        max_budget_usd: float | None = None,
+        log: EventLog | None = None,
+    ) -> None:
+        """:meth:`resume`, on a thread (its wait for the worker to let go too): the session is the
+        run's from this call on. ``log`` is not read: the events are in the table."""
+        await self._off_loop(
+            turn, lambda: self.resume(turn, state, chosen, more_turns=more_turns, max_budget_usd=max_budget_usd)
+        )
+
+    async def _off_loop(self, turn: TurnRecord, queue: Callable[[], None]) -> None:
+        """Run ``queue`` (a job's writes) on a thread, the session taken for the run first, on the
+        loop: the request that checked the session was free awaits nothing before this."""
+        if (other := self._starting_in.get(turn.session_id)) is not None:  # the caller checked: a bug's guard
+            raise SessionBusy(f"session {turn.session_id} is still answering (run {other})")
+        starting = _Starting(turn.run_id, turn.session_id)
+        self._starting[turn.run_id] = starting
+        self._starting_in[turn.session_id] = turn.run_id
+        queued = asyncio.get_running_loop().run_in_executor(self._queuing, queue)
+        try:
+            await asyncio.shield(queued)  # a request cut meanwhile: the thread goes on, and the session stays taken
+            while starting.stops:  # asked after the thread looked (they go with the job from there on)
+                reason = starting.stops.pop(0)
+                try:
+                    await asyncio.to_thread(self.jobs.request_cancel, turn.run_id, reason)
+                except Exception as exc:  # the run started: the message's answer says so
+                    _log.warning("run %s: the stop asked as it was queued was not passed on: %s", turn.run_id, exc)
+        finally:
+            if queued.done():
+                self._started(starting)
+            else:
+                queued.add_done_callback(lambda _: self._started(starting))
+
+    def _started(self, starting: _Starting) -> None:
+        """The run's job is written (or was refused): its session is the job table's to answer for."""
+        del self._starting[starting.run_id], self._starting_in[starting.session_id]
+        starting.done.set()
+        self._wake(starting.run_id)
+
+    def _stop_if_asked(self, run_id: str) -> None:
+        """Stops asked while the job was being written, asked of it before it is handed on (on the
+        queuing thread): the run starts already stopped."""
+        starting = self._starting.get(run_id)
+        while starting is not None and starting.stops:
+            reason = starting.stops.pop(0)
+            try:
+                self.jobs.request_cancel(run_id, reason)
+            except Exception as exc:  # the job is queued: it is handed on all the same
+                _log.warning("run %s: the stop asked as it was queued was not passed on: %s", run_id, exc)
+
     def start(self, turn: TurnRecord, text: str, chosen: dict[str, Any]) -> None:
+        """Queue the run that answers ``turn`` and hand it to the workers (blocking: the server
+        calls :meth:`begin`)."""
         try:
             self._queue_start(turn, text, chosen)
         except AlreadyQueued:
             return  # queued by another request for the same message a moment ago, which handed it on
+        self._stop_if_asked(turn.run_id)
         self._dispatch(turn.run_id, "nothing was started: send the message again in a moment")
 
     def _queue_start(self, turn: TurnRecord, text: str, chosen: dict[str, Any]) -> None:
@@ -140,6 +240,8 @@ class RemoteRuns:
         away while it queued the job, and could not take the turn back then. Sending the message
         again queues it. A job such a node left queued (its commit landed unseen) is handed to the
         workers again here; a worker drives a run once, however many times it is delivered."""
+        if run_id in self._starting:  # being queued by this node right now
+            return False
         job = self.jobs.get(run_id)
         if job is None or (job.state == "done" and job.worker is None):  # never queued, or withdrawn
             return not self.runs.exists(run_id)
@@ -190,6 +292,8 @@ class RemoteRuns:
         more_turns: int | None = None,
         max_budget_usd: float | None = None,
     ) -> None:
+        """Save the decided state and queue the run's continuation (blocking, up to 10 s while the
+        worker that stopped the run lets go of it: the server calls :meth:`carry_on`)."""
         changes = resume_changes(state, more_turns, max_budget_usd)
         deadline = time.monotonic() + 10
         while True:  # the worker that just stopped the run may not have let go of it yet
@@ -217,9 +321,14 @@ class RemoteRuns:
             # message's trace id, and a worker with telemetry refused to run it.
             config=_job_config(turn, turn.text),
         )
+        self._stop_if_asked(turn.run_id)
         self._dispatch(turn.run_id, "the run was not continued: send the decision (or the resume) again in a moment")
 
     def cancel(self, run_id: str, reason: str) -> bool:
+        starting = self._starting.get(run_id)
+        if starting is not None:  # its job is being written: the stop goes with it
+            starting.stops.append(reason)
+            return True
         return self.jobs.request_cancel(run_id, reason)
 
     async def wait_ended(self, run_id: str, timeout: float) -> None:
@@ -229,7 +338,11 @@ class RemoteRuns:
 
     async def settled(self, run_id: str) -> bool:
         """Whether the run is not live, after letting one whose ``done`` is written end its job
-        (the tables read off the event loop, as a stream's are)."""
+        (the tables read off the event loop, as a stream's are). A run whose job this node is
+        writing is waited for first."""
+        starting = self._starting.get(run_id)
+        if starting is not None:
+            await starting.done.wait()
         job = await asyncio.to_thread(self.jobs.get, run_id)
         if job is None or not job.live:
             return True
@@ -246,6 +359,7 @@ class RemoteRuns:
     def close(self) -> None:
         if self._listener is not None:
             self._listener.close()
+        self._queuing.shutdown(wait=False)
         self.dispatcher.close()
 
 
@@ -281,7 +395,7 @@ class RemoteLog:
             if last_kind is None:
                 last_kind = (await asyncio.to_thread(jobs.last_event, self.run_id))[1] if i else None
             job = await asyncio.to_thread(jobs.get, self.run_id)
-            if job is None or not job.live:
+            if (job is None or not job.live) and not self.runs.is_starting(self.run_id):
                 # Over: unless events were written between the read above and the job's end.
                 if not await asyncio.to_thread(jobs.events_after, self.run_id, i, 1):
                     return

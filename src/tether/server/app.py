@@ -38,7 +38,7 @@ from tether.harness.limits import stopped_at_token_limit
 from tether.harness.state import RunState, approve, reject, spent_unknown_usd
 from tether.server.agents import describe, load_agents
 from tether.server.events import EventLog, hide_home, hide_home_in
-from tether.server.guard import LOCAL_ONLY, Guard, is_stop
+from tether.server.guard import LOCAL_ONLY, Guard, Lifespan, Unstarted, is_stop
 from tether.server.runs import CUT, NEVER_BEGAN, NOT_BEGUN, RunLog, RunManager, Runs, waiting
 from tether.server.store import FeedbackRecord, ServerStore, SessionRecord, TurnRecord, text_digest
 from tether.status import RESUMABLE
@@ -205,6 +205,7 @@ def create_app(
     spec = {"agent_spec": agent_spec, "model": model, "cwd": cwd}
     manager = _run_manager(settings, agents, store, runs, telemetry, workers, dispatcher, processes or 0, spec)
     core = Core(settings, agents, store, runs, manager, telemetry)
+    running = Lifespan()  # set here, not on the app given: an app that mounts this one may run it
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -217,6 +218,7 @@ def create_app(
         pool = getattr(manager, "processes", None)  # RunManager's run processes, when it has them
         if pool is not None:
             pool.warm()  # built while the server starts, not on the first message
+        running.running = True
         yield
         if pruning is not None:
             pruning.cancel()
@@ -226,6 +228,7 @@ def create_app(
             with contextlib.suppress(Exception):
                 telemetry.shutdown()
         runs.close()
+        running.running = False
 
     app = FastAPI(
         title="tether",
@@ -239,6 +242,7 @@ def create_app(
     )
     app.state.core = core
     _guard(app, settings, store)
+    app.add_middleware(Unstarted, lifespan=running)  # outermost: before any other check
     _handlers(app)
     _routes(app, core)
     _connection_routes(app, core.settings)
@@ -919,6 +923,7 @@ class Caller:
     def __init__(self, core: Core, user: str, request: Request) -> None:
         self.store, self.user, self.authorization = core.store, user, request.headers.get("authorization")
         self.inline = bool(getattr(core.store, "answers_inline", False))
+        self.root = str(request.scope.get("root_path", ""))  # where an app that mounts this one put it
         self.checked = time.monotonic()  # the request itself was just let in
 
     def _allowed(self) -> bool:
@@ -1564,7 +1569,7 @@ def _accepted(
         "message_id": turn.message_id,
         "run_id": turn.run_id,
         "trace_id": turn.trace_id,
-        "events": f"/v1/runs/{turn.run_id}/events",
+        "events": f"{caller.root if caller else ''}/v1/runs/{turn.run_id}/events",  # under a mount too
     }
     return JSONResponse(body, status_code=status)
 

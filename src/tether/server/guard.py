@@ -6,6 +6,9 @@
   itself: an ``Origin`` (or ``Sec-Fetch-Site``) of another site is refused, and a body must be
   JSON, which a cross-site form cannot send without a preflight that CORS (off by default) fails;
 - a body is no larger than ``max_body`` bytes, whether it says its length or not.
+
+And :class:`Unstarted`: nothing is served before the app's lifespan has begun (an app that mounts
+tether's does not run it unless told to).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["LOCAL_ONLY", "Guard", "is_stop"]
+__all__ = ["LOCAL_ONLY", "Guard", "Lifespan", "Unstarted", "is_stop"]
 
 Scope = dict[str, Any]
 Receive = Callable[[], Any]
@@ -144,6 +147,40 @@ class Guard:
             if has_body and ctype != "application/json" and not form:
                 return (415, "unsupported_media_type", "send the body as JSON with Content-Type: application/json")
         return None
+
+
+class Lifespan:
+    """Whether the app's lifespan has begun (its start: runs a kill cut are ended, old event logs
+    cut) and not yet ended (live runs stopped, saved ``interrupted``)."""
+
+    def __init__(self) -> None:
+        self.running = False
+
+
+class Unstarted:
+    """Answers every request 500 ``misconfigured`` while the app's lifespan is not running.
+
+    Starlette and FastAPI do not run the lifespan of an app mounted in another: without it a run
+    cut by a kill would never be ended (its stream open with nothing said, for ever), and a shutdown
+    would not stop the live runs. So rather than serve half an app, it says how to run its lifespan."""
+
+    def __init__(self, app: Any, *, lifespan: Lifespan) -> None:
+        self.app = app
+        self.lifespan = lifespan
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self.lifespan.running:
+            await _reply(send, 500, "misconfigured", NOT_STARTED)
+            return
+        await self.app(scope, receive, send)
+
+
+NOT_STARTED = (
+    "tether's app is not running: its lifespan has not begun (or has ended). An app that mounts it "
+    "does not run a mounted app's lifespan: give yours tether's, FastAPI(lifespan=tether_app.router."
+    "lifespan_context), or enter tether_app.router.lifespan_context(tether_app) in your own lifespan "
+    "(docs/server.md, In your own FastAPI app); an ASGI server must run with its lifespan on"
+)
 
 
 def _cross_site(method: str, origin: str, scheme: str, host: str) -> str:

@@ -672,8 +672,11 @@ class Runs(Protocol):
     def live_run_of(self, session_id: str) -> str | None: ...
     def is_live(self, run_id: str) -> bool: ...
     def live_count(self) -> int: ...
-    def start(self, turn: TurnRecord, text: str, chosen: dict[str, Any]) -> object: ...
-    def resume(
+    # Start (continue) the run: from the call on, live_run_of names it in its session (a request
+    # that checked the session was free awaits nothing before the call, so no other starts a run
+    # there), and a stop reaches it. Awaited: a remote run's job is written off the event loop.
+    async def begin(self, turn: TurnRecord, text: str, chosen: dict[str, Any]) -> None: ...
+    async def carry_on(
         self,
         turn: TurnRecord,
         state: RunState,
@@ -681,7 +684,8 @@ class Runs(Protocol):
         *,
         more_turns: int | None = None,
         max_budget_usd: float | None = None,
-    ) -> object: ...
+        log: EventLog | None = None,
+    ) -> None: ...
     def cancel(self, run_id: str, reason: str) -> bool: ...
     async def settled(self, run_id: str) -> bool: ...
     async def wait_ended(self, run_id: str, timeout: float) -> None: ...
@@ -920,6 +924,23 @@ class RunManager:
                 "is back; resume it in a moment"
             )
         return self._launch(turn, state, None, resume_changes(state, more_turns, max_budget_usd), chosen, log)
+
+    async def begin(self, turn: TurnRecord, text: str, chosen: dict[str, Any]) -> None:
+        """:meth:`start`, as the server's routes call it (nothing awaited: the run is live at once)."""
+        self.start(turn, text, chosen)
+
+    async def carry_on(
+        self,
+        turn: TurnRecord,
+        state: RunState,
+        chosen: dict[str, Any],
+        *,
+        more_turns: int | None = None,
+        max_budget_usd: float | None = None,
+        log: EventLog | None = None,
+    ) -> None:
+        """:meth:`resume`, as the server's routes call it (nothing awaited: the run is live at once)."""
+        self.resume(turn, state, chosen, more_turns=more_turns, max_budget_usd=max_budget_usd, log=log)
 
     async def read_log(self, run_id: str) -> EventLog:
         """A stopped run's events, for :meth:`resume`: read off the event loop, since a long run's

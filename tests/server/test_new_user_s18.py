@@ -1,0 +1,70 @@
+"""A user who embeds tether's app in their own FastAPI app, as docs/server.md's "In your own
+FastAPI app" shows: mounted under a prefix, served by uvicorn on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from tests.server.conftest import Uvicorn, read_events, start_uvicorn
+from tether import Agent
+from tether.config import load_settings
+from tether.server import create_app
+
+
+@pytest.fixture
+def served() -> Iterator[list[Uvicorn]]:
+    ups: list[Uvicorn] = []
+    yield ups
+    for up in ups:
+        up.stop()
+
+
+def _parent(tmp_path: Path, *, with_lifespan: bool) -> FastAPI:
+    tether_app = create_app(load_settings(tmp_path / "home"), agents={"helper": Agent("scripted/hello")})
+    app = FastAPI(lifespan=tether_app.router.lifespan_context) if with_lifespan else FastAPI()
+    app.mount("/agents", tether_app)
+
+    @app.get("/hello")
+    def hello() -> dict[str, Any]:
+        return {"hi": 1}
+
+    return app
+
+
+def test_mounted_without_its_lifespan_says_how_to_run_it(tmp_path: Path, served: list[Uvicorn]) -> None:
+    """Was: mounted in another app (which does not run a mounted app's lifespan), tether's app
+    served every route as if started, but never ended a run a kill had cut (its stream stayed open
+    with nothing said) and stopped no live run on shutdown. It now answers 500 misconfigured,
+    naming the one line that runs its lifespan; the user's own routes are untouched."""
+    up = start_uvicorn(_parent(tmp_path, with_lifespan=False), lifespan="on")
+    served.append(up)
+    with httpx.Client(base_url=up.url, timeout=30) as c:
+        r = c.post("/agents/v1/sessions", json={"agent": "helper"})
+        assert r.status_code == 500, r.text
+        error = r.json()["error"]
+        assert error["code"] == "misconfigured"
+        assert "FastAPI(lifespan=tether_app.router.lifespan_context)" in error["message"]
+        assert c.get("/agents/healthz").status_code == 500
+        assert c.get("/hello").json() == {"hi": 1}
+
+
+def test_mounted_with_its_lifespan_answers_an_events_url_under_the_mount(tmp_path: Path, served: list[Uvicorn]) -> None:
+    """Was: a message's 202 named its events as /v1/runs/ID/events, a path the user's app does
+    not serve when tether's is mounted under a prefix (404). It now names it under the mount."""
+    up = start_uvicorn(_parent(tmp_path, with_lifespan=True), lifespan="on")
+    served.append(up)
+    with httpx.Client(base_url=up.url, timeout=30) as c:
+        session = c.post("/agents/v1/sessions", json={"agent": "helper"})
+        assert session.status_code == 201, session.text
+        r = c.post(f"/agents/v1/sessions/{session.json()['session_id']}/messages", json={"text": "Hi"})
+        assert r.status_code == 202, r.text
+        events = r.json()["events"]
+        assert events == f"/agents/v1/runs/{r.json()['run_id']}/events"
+        got = read_events(c, events)
+        assert got[-1]["type"] == "done" and got[-1]["result"]["status"] == "completed"
