@@ -165,12 +165,16 @@ class RemoteRuns:
         *,
         more_turns: int | None = None,
         max_budget_usd: float | None = None,
+        max_run_tokens: int | None = None,
         log: EventLog | None = None,
     ) -> None:
         """:meth:`resume`, on a thread (its wait for the worker to let go too): the session is the
         run's from this call on. ``log`` is not read: the events are in the table."""
         await self._off_loop(
-            turn, lambda: self.resume(turn, state, chosen, more_turns=more_turns, max_budget_usd=max_budget_usd)
+            turn,
+            lambda: self.resume(
+                turn, state, chosen, more_turns=more_turns, max_budget_usd=max_budget_usd, max_run_tokens=max_run_tokens
+            ),
         )
 
     async def _off_loop(self, turn: TurnRecord, queue: Callable[[], None]) -> None:
@@ -291,10 +295,11 @@ class RemoteRuns:
         *,
         more_turns: int | None = None,
         max_budget_usd: float | None = None,
+        max_run_tokens: int | None = None,
     ) -> None:
         """Save the decided state and queue the run's continuation (blocking, up to 10 s while the
         worker that stopped the run lets go of it: the server calls :meth:`carry_on`)."""
-        changes = resume_changes(state, more_turns, max_budget_usd)
+        changes = resume_changes(state, more_turns, max_budget_usd, max_run_tokens)
         deadline = time.monotonic() + 10
         while True:  # the worker that just stopped the run may not have let go of it yet
             try:

@@ -31,7 +31,7 @@ from tether.harness.agent import Agent
 from tether.harness.context import without_secrets
 from tether.harness.loop import run_stream
 from tether.harness.state import RunState, pending_tool_calls
-from tether.harness.store import RunStore
+from tether.harness.store import RunStore, read_header
 from tether.messages import ToolMessage
 from tether.server.events import EventLog, LogFile, args_hash, event_data, for_clients, pruned_line
 from tether.server.store import ServerStore, TurnRecord
@@ -131,14 +131,19 @@ def tune_collector() -> None:
     gc.set_threshold(YOUNG_COLLECT_EVERY, middle, oldest)
 
 
-def resume_changes(state: RunState, more_turns: int | None, max_budget_usd: float | None) -> dict[str, Any]:
+def resume_changes(
+    state: RunState, more_turns: int | None, max_budget_usd: float | None, max_run_tokens: int | None = None
+) -> dict[str, Any]:
     """What a resume asks of the agent's limits: ``more_turns`` beyond the turns already taken, a
-    new budget in dollars (for :meth:`Runs.resume`, wherever the runs are driven)."""
+    new budget in dollars, a new token limit (both totals; for :meth:`Runs.resume`, wherever the
+    runs are driven)."""
     changes: dict[str, Any] = {}
     if more_turns is not None:
         changes["max_turns"] = state.turns + more_turns
     if max_budget_usd is not None:
         changes["max_budget_usd"] = max_budget_usd
+    if max_run_tokens is not None:
+        changes["max_run_tokens"] = max_run_tokens
     return changes
 
 
@@ -342,6 +347,32 @@ def waiting(state: RunState) -> dict[str, Any] | None:
 
         data["form"] = schema_form(w.requested_schema, title=w.message)
     return data
+
+
+def saved_header(runs: Any, run_id: str) -> RunState | None:
+    """The run as its last commit's header says it (status, stop, usage, cost), its messages not
+    read (``messages`` is empty): what a listing of many runs needs, for one small read each. A
+    served session's k-th run holds the conversation up to it, so loading each whole made a session
+    of n turns read n²/2 turns. None: never saved; ``StoreError``: the header is damaged."""
+    header_state = getattr(runs, "header_state", None)  # PgRunStore: the row's header, no messages
+    if header_state is not None:
+        found: RunState | None = header_state(run_id)
+        return found
+    if not isinstance(runs, RunStore):  # any other store: loaded whole
+        return runs.load(run_id) if runs.exists(run_id) else None
+    d = runs.root / run_id
+    if "/" in run_id or "\\" in run_id or run_id.startswith(".") or os.path.islink(d):
+        raise StoreError(f"{d} is not a run's folder (a link, or not a run id): it is not read through")
+    header = read_header(d)
+    if header is None:
+        return None
+    if header.get("run_id", run_id) != run_id:  # a copied folder, as RunStore.load refuses it
+        raise StoreError(f"the header of {d} names run {header['run_id']!r}: a copy of that run's folder")
+    header.pop("turns", None)  # derived from the messages
+    try:
+        return RunState.model_validate({**header, "messages": []})
+    except ValueError as exc:
+        raise StoreError(f"the header of {d} does not describe a run: {exc}") from None
 
 
 def _childs_question(state: RunState, call_id: str) -> dict[str, Any] | None:
@@ -684,6 +715,7 @@ class Runs(Protocol):
         *,
         more_turns: int | None = None,
         max_budget_usd: float | None = None,
+        max_run_tokens: int | None = None,
         log: EventLog | None = None,
     ) -> None: ...
     def cancel(self, run_id: str, reason: str) -> bool: ...
@@ -914,6 +946,7 @@ class RunManager:
         *,
         more_turns: int | None = None,
         max_budget_usd: float | None = None,
+        max_run_tokens: int | None = None,
         log: EventLog | None = None,
     ) -> LiveRun:
         """Continue a stopped run. ``log``: its events as :meth:`read_log` read them (off the event
@@ -923,7 +956,8 @@ class RunManager:
                 f"run {turn.run_id} was stopped while the database was away and its stop is saved once it "
                 "is back; resume it in a moment"
             )
-        return self._launch(turn, state, None, resume_changes(state, more_turns, max_budget_usd), chosen, log)
+        changes = resume_changes(state, more_turns, max_budget_usd, max_run_tokens)
+        return self._launch(turn, state, None, changes, chosen, log)
 
     async def begin(self, turn: TurnRecord, text: str, chosen: dict[str, Any]) -> None:
         """:meth:`start`, as the server's routes call it (nothing awaited: the run is live at once)."""
@@ -937,10 +971,19 @@ class RunManager:
         *,
         more_turns: int | None = None,
         max_budget_usd: float | None = None,
+        max_run_tokens: int | None = None,
         log: EventLog | None = None,
     ) -> None:
         """:meth:`resume`, as the server's routes call it (nothing awaited: the run is live at once)."""
-        self.resume(turn, state, chosen, more_turns=more_turns, max_budget_usd=max_budget_usd, log=log)
+        self.resume(
+            turn,
+            state,
+            chosen,
+            more_turns=more_turns,
+            max_budget_usd=max_budget_usd,
+            max_run_tokens=max_run_tokens,
+            log=log,
+        )
 
     async def read_log(self, run_id: str) -> EventLog:
         """A stopped run's events, for :meth:`resume`: read off the event loop, since a long run's
