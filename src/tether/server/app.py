@@ -19,7 +19,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -30,16 +30,27 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from tether._lru import ByteLRU
 from tether.config import Settings, load_settings
 from tether.connectors._acting import LOCAL_USER, acting_for
 from tether.errors import ConfigError, StaleRunError, StoreError, TetherError, UserError
+from tether.events import snake_keys
 from tether.harness.agent import Agent
 from tether.harness.limits import stopped_at_token_limit
 from tether.harness.state import RunState, approve, reject, spent_unknown_usd
 from tether.server.agents import describe, load_agents
 from tether.server.events import EventLog, hide_home, hide_home_in
 from tether.server.guard import LOCAL_ONLY, Guard, Lifespan, Unstarted, is_stop
-from tether.server.runs import CUT, NEVER_BEGAN, NOT_BEGUN, RunLog, RunManager, Runs, waiting
+from tether.server.records import (
+    PastTheEnd,
+    json_bytes,
+    line_starts,
+    read_trace_bytes,
+    streamed_object,
+    trace_page,
+    transcript_page,
+)
+from tether.server.runs import CUT, NEVER_BEGAN, NOT_BEGUN, RunLog, RunManager, Runs, saved_header, waiting
 from tether.server.store import FeedbackRecord, ServerStore, SessionRecord, TurnRecord, text_digest
 from tether.status import RESUMABLE
 
@@ -83,12 +94,7 @@ class _Json(JSONResponse):
     every run of the user with it)."""
 
     def render(self, content: Any) -> bytes:
-        try:
-            return super().render(content)
-        except ValueError:  # UnicodeEncodeError; NaN or infinity, which JSON has no words for either
-            return json.dumps(
-                json.loads(json.dumps(content), parse_constant=lambda _: None), separators=(",", ":")
-            ).encode()
+        return json_bytes(content)
 
 
 def _error(
@@ -141,6 +147,9 @@ class ResumeBody(_Body):  # strict numbers: `true` is not one turn, nor one doll
     max_budget_usd: StrictFloat | None = Field(
         None, gt=0, allow_inf_nan=False, description="the run's new total budget in dollars"
     )
+    max_run_tokens: StrictInt | None = Field(
+        None, gt=0, description="the run's new token limit (the agent's max_run_tokens): a total, the tokens used included"
+    )
 
 
 class SessionChange(_Body):
@@ -163,6 +172,11 @@ class Core:
     runs: Any  # RunStore, or PgRunStore with database_url
     manager: Runs  # RunManager, or RemoteRuns with --workers external
     telemetry: Any
+    # Finished runs' transcripts as last read, by (run id, commit): a client reading one a page at a
+    # time loads it once, not once a page (see _transcript).
+    transcripts: ByteLRU[tuple[str, int], list[Any]] = field(default_factory=lambda: ByteLRU(TRANSCRIPT_CACHE_BYTES))
+    # Where each line of a trace begins, by (run id, the trace's size): the same for its pages.
+    trace_lines: ByteLRU[tuple[str, int], list[int]] = field(default_factory=lambda: ByteLRU(TRACE_LINES_CACHE_BYTES))
 
 
 def create_app(
@@ -565,7 +579,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
 
 
 def _streams(doc: dict[str, Any]) -> None:
-    """What the two streaming routes answer, which FastAPI cannot see from their code."""
+    """What the streaming routes answer, which FastAPI cannot see from their code."""
     doc["components"]["schemas"]["Accepted"] = {
         "type": "object",
         "required": ["message_id", "run_id", "trace_id", "events"],
@@ -578,6 +592,18 @@ def _streams(doc: dict[str, Any]) -> None:
     post["200"] = {"description": "this message_id was posted before: its run, not a new one", "content": accepted}
     events = doc["paths"]["/v1/runs/{run_id}/events"]["get"]["responses"]
     events["200"] = {"description": "the run's events, from Last-Event-ID on", "content": sse}
+    for record, key, what in (("transcript", "messages", "the run's messages"), ("trace", "lines", "its trace lines")):
+        schema = {
+            "type": "object",
+            "required": ["run_id", key, "next"],
+            "properties": {
+                "run_id": {"type": "string"},
+                key: {"type": "array", "items": {"type": "object"}},
+                "next": {"type": ["integer", "null"], "description": "`after` for the next page; null: the end"},
+            },
+        }
+        responses = doc["paths"][f"/v1/runs/{{run_id}}/{record}"]["get"]["responses"]
+        responses["200"] = {"description": f"{what} after `after`", "content": {"application/json": {"schema": schema}}}
 
 
 def _error_statuses(path: str, method: str) -> list[int]:
@@ -713,13 +739,16 @@ _UNREADABLE = (
 )
 
 
-def run_view(core: Core, turn: TurnRecord, state: RunState | None = None, *, stopped: bool = False) -> dict[str, Any]:
+def run_view(
+    core: Core, turn: TurnRecord, state: RunState | None = None, *, stopped: bool = False, brief: bool = False
+) -> dict[str, Any]:
     """What the API says about a run. ``stopped``: a Stop of it was just taken (it may still be
-    ending in its run process)."""
+    ending in its run process). ``brief``: its status as a listing of a session's turns shows it,
+    read from the run's saved header alone (:func:`_brief_state`); ``waiting`` is left out."""
     live = core.manager.is_live(turn.run_id)
     if state is None:
         try:
-            state = core.manager.state(turn.run_id)
+            state = _brief_state(core, turn.run_id, live) if brief else core.manager.state(turn.run_id)
         except StoreError as exc:  # one damaged run does not hide the others in a listing
             if _database_away(exc):  # its state is in the database: said as unknown for now, never damaged
                 status = "running" if live and not stopped else "interrupted"
@@ -744,8 +773,17 @@ def run_view(core: Core, turn: TurnRecord, state: RunState | None = None, *, sto
         "cost_usd": result.cost_usd,
         # At most this much more: requests lost when a process died (a stopped run's, the one it had out).
         "cost_unknown_usd": spent_unknown_usd(result.cost_unknown_usd, state.call_in_flight if stale else None),
-        "waiting": None if live else waiting(state),
+        "waiting": None if live or brief else waiting(state),
     }
+
+
+def _brief_state(core: Core, run_id: str, live: bool) -> RunState | None:
+    """A run's state for a listing: a live run's (or one held for the database) as the manager has
+    it, any other's from its saved header, its messages not read. Each run of a session holds the
+    conversation up to it: reading each whole made the view of a session of n turns read n²/2."""
+    if live or run_id in getattr(core.manager, "unrecorded", {}):
+        return core.manager.state(run_id)
+    return saved_header(core.runs, run_id)
 
 
 # A run whose state could not be read for the database being away (a run process's, say, just
@@ -1083,16 +1121,16 @@ def _session_routes(app: FastAPI, core: Core) -> None:
     @app.get("/v1/sessions/{session_id}", summary="A session and its turns (message, run, status)")
     async def session(session_id: str, user: User) -> dict[str, Any]:
         record = _session(core, session_id, user)
-        # Each turn's run read from its saved state, which holds the conversation up to it: a long
-        # session's are many megabytes in all, read off the event loop (on it, a session of 200
-        # turns held every other request of the server for a second, each time the page opened it).
+        # Each turn's status read from its run's saved header (not its whole state, which holds the
+        # conversation up to it), off the event loop: a session of 1,000 turns is 1,000 small reads.
         turns = await asyncio.to_thread(_turn_views, core, user, session_id)
         return record.public() | {"turns": turns}
 
 
 def _turn_views(core: Core, user: str, session_id: str) -> list[dict[str, Any]]:
     shown = ("message_id", "run_id", "trace_id", "text", "status", "live", "created", "resumable")
-    return [{k: v for k, v in run_view(core, t).items() if k in shown} for t in core.store.turns(user, session_id)]
+    turns = core.store.turns(user, session_id)
+    return [{k: v for k, v in run_view(core, t, brief=True).items() if k in shown} for t in turns]
 
 
 def _session_edit_routes(app: FastAPI, core: Core) -> None:
@@ -1424,7 +1462,7 @@ def _resume_routes(app: FastAPI, core: Core) -> None:
         summary="Continue a run the server stopped (a restart, a cancel) or one stopped at a limit",
     )
     async def resume(run_id: str, user: User, body: Annotated[ResumeBody | None, Body()] = None) -> dict[str, Any]:
-        body = body or ResumeBody(more_turns=None, max_budget_usd=None)
+        body = body or ResumeBody(more_turns=None, max_budget_usd=None, max_run_tokens=None)
         turn = _turn(core, run_id, user)
         if not await core.manager.settled(run_id):
             raise ApiError(409, "conflict", f"run {run_id} is already running")
@@ -1450,47 +1488,114 @@ def _resume_routes(app: FastAPI, core: Core) -> None:
             await _check_not_gone_on(core, state)
             log = await _read_log(core, run_id)
             _check_still_there_and_free(core, run_id, user)
-            limits = {"more_turns": body.more_turns, "max_budget_usd": body.max_budget_usd}
+            limits = {
+                "more_turns": body.more_turns,
+                "max_budget_usd": body.max_budget_usd,
+                "max_run_tokens": body.max_run_tokens,
+            }
             await _continue(core, turn, state, session.chosen if session else {}, log, **limits)
             return run_view(core, turn, state)
 
 
 def _record_routes(app: FastAPI, core: Core) -> None:
-    """What a run left: its transcript as saved and its trace lines."""
+    """What a run left: its transcript as saved and its trace lines, whole or a page at a time."""
 
-    @app.get("/v1/runs/{run_id}/transcript", summary="The run's messages as saved")
-    async def transcript(run_id: str, user: User) -> dict[str, Any]:
+    @app.get("/v1/runs/{run_id}/transcript", summary="The run's messages as saved", response_class=StreamingResponse)
+    async def transcript(run_id: str, user: User, after: After = 0, limit: PageLimit = None) -> Response:
         _turn(core, run_id, user)
-        state = await asyncio.to_thread(_saved_state, core, run_id)
-        return {"run_id": run_id, "messages": [] if state is None else _for_people(state.messages)}
+        messages = await asyncio.to_thread(_transcript, core, run_id)
+        try:
+            items, following = transcript_page(messages, after, limit)
+        except PastTheEnd as exc:
+            compacted = "; a compaction may have rewritten a live run's transcript since: read it again from after=0"
+            raise _past_the_end(exc, f"the transcript of run {run_id}", "messages", compacted) from None
+        return _streamed({"run_id": run_id}, "messages", items, lambda: {"next": following})
 
-    @app.get("/v1/runs/{run_id}/trace", summary="The run's trace lines")
-    async def trace(run_id: str, user: User) -> dict[str, Any]:
+    @app.get("/v1/runs/{run_id}/trace", summary="The run's trace lines", response_class=StreamingResponse)
+    async def trace(run_id: str, user: User, after: After = 0, limit: PageLimit = None) -> Response:
         _turn(core, run_id, user)
-        from tether.tracing import read_trace
-
         path = core.settings.home / "traces" / f"{run_id}.jsonl"
+        home = core.settings.home
         try:  # a long run's trace is megabytes: read off the event loop
-            lines = await asyncio.to_thread(lambda: hide_home_in(read_trace(path), core.settings.home))
-        except FileNotFoundError:
-            lines = []
+            data = await asyncio.to_thread(read_trace_bytes, path)
+            starts = None if limit is None else await asyncio.to_thread(_trace_lines, core, run_id, data)
+            items, following = await asyncio.to_thread(
+                trace_page, data, after, limit, lambda line: hide_home_in(snake_keys(line), home), starts
+            )
         except OSError as exc:  # a symlink planted in its place, a file it cannot read
             why = exc.strerror or str(exc)
             raise ApiError(409, "conflict", f"the trace of run {run_id} cannot be read ({why})") from None
-        return {"run_id": run_id, "lines": lines}
+        except PastTheEnd as exc:
+            raise _past_the_end(exc, f"the trace of run {run_id}", "lines") from None
+        return _streamed({"run_id": run_id}, "lines", items, lambda: {"next": following()})
 
 
-def _for_people(messages: list[Any]) -> list[dict[str, Any]]:
-    """The transcript as its readers may see it: a call whose arguments a guardrail refused shows
-    ``[arguments withheld: why]`` in their place, and ``withheld`` says why (the model's keeps them)."""
-    from tether.messages import for_people, withheld_arguments
+def _transcript(core: Core, run_id: str) -> list[Any]:
+    """The run's messages as saved. A finished run's are kept (a few, by their size) under the
+    commit they were read at: each page a client asks for costs a read of the run's header, not a
+    load of every message (40,000 messages are a second to load)."""
+    if core.manager.is_live(run_id) or run_id in getattr(core.manager, "unrecorded", {}):
+        state = _saved_state(core, run_id)  # in memory, or changing at every step
+        return [] if state is None else state.messages
+    try:
+        header = saved_header(core.runs, run_id)
+    except StoreError:
+        header = None  # said by the load below, as a whole read says it
+    key = (run_id, header.commit_seq) if header is not None else None
+    kept = core.transcripts.get(key) if key is not None else None
+    if kept is not None:
+        return kept
+    state = _saved_state(core, run_id)
+    if state is None:
+        return []
+    if key is not None and state.commit_seq == key[1]:
+        core.transcripts.put(key, state.messages, _weight(state.messages))
+    return state.messages
 
-    out = [m.model_dump(mode="json") for m in for_people(messages)]
-    for i, calls in withheld_arguments(messages).items():
-        for part in out[i]["content"]:
-            if part.get("type") == "tool_call" and part.get("id") in calls:
-                part["withheld"] = calls[part["id"]]
-    return out
+
+def _trace_lines(core: Core, run_id: str, data: bytes) -> list[int]:
+    """Where each line of the run's trace begins, kept for its size (a trace only grows): a client
+    reading it a page at a time has every line parsed once, not once a page."""
+    key = (run_id, len(data))
+    starts = core.trace_lines.get(key)
+    if starts is None:
+        starts = line_starts(data)
+        core.trace_lines.put(key, starts, 40 * len(starts))
+    return starts
+
+
+def _weight(messages: list[Any]) -> int:
+    """About what a loaded transcript holds in memory: a kilobyte a message, and its text."""
+    size = 0
+    for m in messages:
+        size += 1024
+        for part in m.content:
+            size += 2 * len(getattr(part, "text", "") or getattr(part, "arguments", "") or getattr(part, "data", ""))
+    return size
+
+
+TRANSCRIPT_CACHE_BYTES = 64 << 20
+TRACE_LINES_CACHE_BYTES = 8 << 20
+
+After = Annotated[int, Query(ge=0, description="skip this many from the start: the `next` of the page before")]
+PageLimit = Annotated[
+    int | None, Query(gt=0, le=10_000, description="at most this many (with `next` for the rest); all when left out")
+]
+
+
+def _streamed(head: dict[str, Any], key: str, items: Iterator[bytes], tail: Callable[[], Any]) -> Response:
+    """A JSON object sent in pieces as its items are encoded (Starlette iterates a plain iterator
+    on a worker thread, off the event loop)."""
+    return StreamingResponse(streamed_object(head, key, items, tail), media_type="application/json")
+
+
+def _past_the_end(exc: PastTheEnd, what: str, items: str, since: str = "") -> ApiError:
+    return ApiError(
+        400,
+        "bad_request",
+        f"after={exc.after} is past the end of {what}, which holds {exc.count} {items}: pass the `next` "
+        f"of the page before (or 0 for the start){since}",
+    )
 
 
 def _feedback_routes(app: FastAPI, core: Core) -> None:
@@ -1750,21 +1855,35 @@ def _check_resumable(state: RunState, body: ResumeBody) -> None:
             f"run {state.run_id} stopped at its turn limit and would stop again at once: "
             'resume it with {"more_turns": N}',
         )
-    if stopped_at_token_limit(state):
-        raise ApiError(
-            409,
-            "conflict",
-            f"run {state.run_id} stopped at its agent's token limit (max_run_tokens, {state.usage.total_tokens:,} "
-            "tokens used), which a resume here cannot raise: raise the agent's max_run_tokens and start anew, "
-            "or resume the run from Python with the larger limit",
-        )
+    _check_token_limit_raised(state, body)
     spent = state.cost_usd + spent_unknown_usd(state.cost_unknown_usd, state.call_in_flight)  # as its resume counts
-    if status == "budget_exceeded" and (body.max_budget_usd is None or body.max_budget_usd <= spent):
+    by_tokens = stopped_at_token_limit(state)
+    if status == "budget_exceeded" and not by_tokens and (body.max_budget_usd is None or body.max_budget_usd <= spent):
         raise ApiError(
             409,
             "conflict",
             f"run {state.run_id} stopped at its budget (${spent:.6f} spent): resume it "
             f'with {{"max_budget_usd": X}}, a new total above ${spent:.6f}',
+        )
+
+
+def _check_token_limit_raised(state: RunState, body: ResumeBody) -> None:
+    """A run its token limit stopped goes on only with a larger one (a new total, as the budget's);
+    a new limit it has already used is refused whatever it stopped for."""
+    used, given = state.usage.total_tokens, body.max_run_tokens
+    if stopped_at_token_limit(state) and (given is None or given <= used):
+        raise ApiError(
+            409,
+            "conflict",
+            f"run {state.run_id} stopped at its token limit ({used:,} tokens used): resume it "
+            f'with {{"max_run_tokens": N}}, a new total above {used:,}',
+        )
+    if given is not None and given <= used:
+        raise ApiError(
+            409,
+            "conflict",
+            f"max_run_tokens is run {state.run_id}'s new token limit, and it has already used {used:,} tokens: "
+            "give a total above that (nothing was run)",
         )
 
 
