@@ -146,6 +146,8 @@ def test_reading_a_sessions_runs_holds_no_other_request(
         if route in ("sessions", "feedback"):
             assert c.post(f"/v1/messages/{send(c, sid, 'thanks')['message_id']}/feedback", json={"score": "up"})
             store = _Listing(s.app.state.core.store, route)
+        elif route == "session":  # a session's view reads its runs' headers alone
+            store = _HeaderReads()
         else:
             store = s.app.state.core.manager.runs
         r = _answered_meanwhile(s, monkeypatch, store, lambda other: other.get(path))
@@ -168,6 +170,23 @@ class _Listing:
     @load.setter
     def load(self, held: Any) -> None:
         setattr(self.store, self.what, held)
+
+
+class _HeaderReads:
+    """The server's read of a run's saved header (what a session's view reads of each of its runs)
+    as a ``load`` (what :func:`_answered_meanwhile` holds)."""
+
+    @property
+    def load(self) -> Any:
+        from tether.server import runs
+
+        return runs.read_header
+
+    @load.setter
+    def load(self, held: Any) -> None:
+        from tether.server import runs
+
+        runs.read_header = held
 
 
 def test_a_run_cut_by_a_kill_ends_its_stream_with_a_done_that_says_so_after_the_restart(

@@ -330,6 +330,18 @@ class PgRunStore:
         state.commit_seq = int(seq)
         return state
 
+    def header_state(self, run_id: str) -> RunState | None:
+        """The run as its header says it, its messages not read (``messages`` is empty): what a
+        listing of many runs needs (see :func:`tether.server.runs.saved_header`). None: never saved."""
+        _check_run_id(run_id)
+        with self._translated(f"read the header of run {run_id}"):
+            rows = self.db.execute("SELECT header, commit_seq FROM tether_runs WHERE run_id = %s", (run_id,))
+        if not rows:
+            return None
+        state = _state(run_id, rows[0][0])
+        state.commit_seq = int(rows[0][1])
+        return state
+
     def check_current(self, state: RunState) -> None:
         """Refuse ``state`` if it is behind the run as saved (see
         :meth:`tether.harness.store.RunStore.check_current`)."""
