@@ -278,7 +278,7 @@ class Worker:
                 f"this worker does not serve agent {job.agent!r} (it serves {', '.join(self.agents)}); "
                 "start workers with the same --agent as the servers"
             )
-        changes = {k: v for k, v in job.changes.items() if k in ("max_turns", "max_budget_usd")}
+        changes = {k: v for k, v in job.changes.items() if k in ("max_turns", "max_budget_usd", "max_run_tokens")}
         return dataclasses.replace(agent, **changes) if changes else agent
 
     def close(self) -> None:

@@ -148,7 +148,7 @@ class ResumeBody(_Body):  # strict numbers: `true` is not one turn, nor one doll
         None, gt=0, allow_inf_nan=False, description="the run's new total budget in dollars"
     )
     max_run_tokens: StrictInt | None = Field(
-        None, gt=0, description="the run's new token limit (the agent's max_run_tokens): a total, the tokens used included"
+        None, gt=0, description="the run's new token limit (max_run_tokens): a total, the tokens used included"
     )
 
 
