@@ -130,3 +130,56 @@ def test_a_file_too_large_to_add_says_which_setting_raises_the_limit_and_that_se
     (quiet_env / "config.toml").write_text("[kb]\nmax_file_bytes = 0\n")
     code, _, err = run_main("kb", "add", "server.log", capsys=capsys)
     assert code == 2 and "max_file_bytes" in err, err
+
+
+def _minified(items: int) -> str:
+    """A page as a minifier writes it: all on one line."""
+    head = "<!DOCTYPE html><html><head><title>Pump manual</title><style>" + "p{margin:0}" * 40 + "</style></head>"
+    body = "".join(
+        f'<div class="step"><p>Step {n}: turn the valve marker{n}x <a href="#s{n}">there</a>.</p></div>'
+        for n in range(items)
+    )
+    return head + "<body>" + body + "</body></html>"
+
+
+def test_a_citation_in_a_page_of_one_line_names_the_line_and_column_its_text_starts_at(
+    quiet_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: the chunks of a minified HTML page (one line) cited the lines of its Markdown
+    conversion, page.html:59-77 for a file that has one line, and nothing said so: the citation led
+    nowhere. Now each cites the line and the column its text starts at (page.html:1:3549), as
+    compilers write a place and editors open one; each is still a result of its own. An HTML file
+    an earlier tether added (its Markdown's lines) is read again once."""
+    import sqlite3
+
+    monkeypatch.chdir(tmp_path)
+    page = _minified(60)
+    assert "\n" not in page
+    (tmp_path / "page.html").write_text(page)
+    code, _, err = run_main("kb", "add", "page.html", "--embedder", "none", capsys=capsys)
+    assert code == 0, err
+    for n in (0, 33, 59):
+        code, out, err = run_main("kb", "search", f"marker{n}x", "--mode", "keyword", "-k", "1", capsys=capsys)
+        citation = out.split()[1]
+        name, line, column = citation.split(":")
+        assert (name, line) == ("page.html", "1"), out
+        shown = out.splitlines()[1].strip()  # the chunk's first line of text, as the search shows it
+        at = page[int(column) - 1 :]
+        assert at.startswith(shown.split("[")[0].removeprefix("# ")), (citation, shown, at[:80])
+        cited = at[: at.index("</p>", at.index(f"marker{n}x"))]  # the chunk's text lies from there on
+        assert f"marker{n}x" in cited and cited.count("</p>") < 12, (n, citation)
+    code, out, _ = run_main("kb", "search", "turn the valve", "--mode", "keyword", "-k", "3", capsys=capsys)
+    places = [line.split()[1] for line in out.splitlines() if line[:1].isdigit()]
+    assert len(set(places)) == 3, out  # one result per place, and the page's chunks are places apart
+    # Added by the tether before this one, it cited its Markdown's lines: read again, once.
+    db = sqlite3.connect(quiet_env / "kb" / "default.db")
+    with db:
+        db.execute("UPDATE documents SET hash = replace(hash, 'lines.columns.', 'lines.')")
+        db.execute("UPDATE chunks SET end_line = start_line + 9, start_line = id")
+    db.close()
+    code, out, _ = run_main("kb", "add", "page.html", capsys=capsys)
+    assert out.splitlines()[0] == "page.html: 0 added, 1 updated, 0 unchanged"
+    code, out, _ = run_main("kb", "add", "page.html", capsys=capsys)
+    assert out.splitlines()[0] == "page.html: 0 added, 0 updated, 1 unchanged"
+    code, out, _ = run_main("kb", "search", "marker30x", "--mode", "keyword", "-k", "1", capsys=capsys)
+    assert out.split()[1].startswith("page.html:1:"), out

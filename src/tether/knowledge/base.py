@@ -261,12 +261,13 @@ class KnowledgeBase:
         digest: str | None = None,
         embed: bool = True,
         replacing: int | None = ANY_DOCUMENT,
-        source_lines: Sequence[tuple[int, int]] | None = None,
+        source_lines: Sequence[tuple[int, int, int]] | None = None,
     ) -> bool:
         """:meth:`add_text`; with ``replacing`` (the id of the document the caller found under
         ``name``, None: none), :class:`NameTaken` and nothing written when another holds it now.
         With ``source_lines`` (a converted file's: the file's lines each line of ``text`` came
-        from), the chunks cite the file's lines."""
+        from, and the column where it starts), the chunks cite the file's lines, or where two
+        would start on one line (a minified page), the line and column each starts at."""
         meta = dict(meta or {})
         digest = digest or hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         text, masked = withhold_secrets(text)
@@ -280,12 +281,9 @@ class KnowledgeBase:
         from tether.knowledge.chunking import chunk_text  # imported by what adds, not by a search
 
         chunks = chunk_text(text, size=self.chunk_size, overlap=self.overlap, markdown=markdown)
+        ends = [c.end_line for c in chunks]
         if source_lines is not None:
-            placed = [_in_source(c, source_lines) for c in chunks]
-            # Unless two chunks would start on one line of the file (a page of one line, minified):
-            # a search gives one result per place, and those chunks keep the converted text's lines.
-            if all(a.start_line < b.start_line for a, b in itertools.pairwise(placed)):
-                chunks = placed
+            chunks, ends = _in_source(chunks, source_lines)
         if self.embedder is not None:
             self._claim_embedder()  # before any chunk is written
         kept = self.store.kept_vectors(name) if known is not None and self.embedder is not None else {}
@@ -296,7 +294,10 @@ class KnowledgeBase:
             title=title,
             hash=digest,
             meta=meta,
-            chunks=[(c.start_line, c.end_line, c.heading, c.text, kept.get(c.indexed_text)) for c in chunks],
+            chunks=[
+                (c.start_line, end, c.heading, c.text, kept.get(c.indexed_text))
+                for c, end in zip(chunks, ends, strict=True)
+            ],
             entities=[(n, kind, sorted(at)) for n, (kind, at) in graph.entities.items()],
             relations=graph.relations,
             replacing=replacing,
@@ -500,8 +501,9 @@ class KnowledgeBase:
                 return
             stamp = f"file:{info.st_size}:{info.st_mtime_ns}:"
             if file.suffix.lower() in HTML_SUFFIXES:
-                # read again once by this tether: an earlier one cited the lines of its Markdown
-                stamp += "lines."
+                # read again once by this tether: an earlier one cited the lines of its Markdown, or
+                # in a minified page, where chunks share a line, those lines still
+                stamp += "lines.columns."
             if same_meta and known is not None and known.hash.startswith(stamp):
                 report.unchanged.append(name)  # same size and time: not even opened
                 return
@@ -843,14 +845,14 @@ class KnowledgeBase:
     def _hits(self, fused: Fused, k: int, min_score: float | None) -> list[Hit]:
         rows = self.store.chunks(cid for cid, _, _ in fused[: k * 4])
         hits: list[Hit] = []
-        seen: set[tuple[int, int]] = set()
+        seen: set[tuple[int, int, int]] = set()
         for cid, score, ranks in fused:
             row = rows.get(cid)
             if row is None:
                 continue
             if min_score is not None and score < min_score:
                 continue  # pinned identifiers come first whatever their score: the rest may be higher
-            where = (row.doc_id, row.start_line)
+            where = (row.doc_id, row.start_line, row.column)
             if where in seen:
                 continue  # the same place twice: the better one is already in
             seen.add(where)
@@ -935,12 +937,27 @@ def shown_entities(names: Iterable[str]) -> list[str]:
     return [name for name in names if not withhold_secrets(name)[1]]
 
 
-def _in_source(chunk: Chunk, source_lines: Sequence[tuple[int, int]]) -> Chunk:
-    """``chunk`` of a converted text citing the lines of the file it came from."""
-    spans = source_lines[chunk.start_line - 1 : chunk.end_line]
-    if not spans:
-        return chunk
-    return replace(chunk, start_line=min(a for a, _ in spans), end_line=max(b for _, b in spans))
+def _in_source(chunks: list[Chunk], source_lines: Sequence[tuple[int, int, int]]) -> tuple[list[Chunk], list[int]]:
+    """The chunks of a converted text citing the file it came from, and the end line each is
+    stored with: the file's lines; or, where two would start on one line of the file (a minified
+    page), the line each starts on and, stored as its end line negated (see :class:`ChunkRow`),
+    the column (a search gives one result per place: they must differ). Where even those do
+    not differ, the converted text's lines."""
+    placed: list[Chunk] = []
+    starts: list[tuple[int, int]] = []  # (line, column) where each chunk's text starts in the file
+    for chunk in chunks:
+        spans = source_lines[chunk.start_line - 1 : chunk.end_line]
+        if not spans:
+            return chunks, [c.end_line for c in chunks]
+        placed.append(replace(chunk, start_line=min(s[0] for s in spans), end_line=max(s[1] for s in spans)))
+        starts.append((spans[0][0], spans[0][2]))
+    if all(a.start_line < b.start_line for a, b in itertools.pairwise(placed)):
+        return placed, [c.end_line for c in placed]
+    if all(a < b for a, b in itertools.pairwise(starts)):
+        return [replace(c, start_line=line) for c, (line, _) in zip(placed, starts, strict=True)], [
+            -column for _, column in starts
+        ]
+    return chunks, [c.end_line for c in chunks]
 
 
 def _doc_name(file: Path) -> str:

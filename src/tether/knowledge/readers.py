@@ -91,8 +91,9 @@ class Document:
     cut: str = ""  # why only a part of the file was read
     undecoded: int = 0  # how many characters of a text file that is not UTF-8 were read as U+FFFD
     # For a text converted from the file (HTML): the file's lines (first, last) that each line of
-    # ``text`` came from, so that a citation names the lines a person opening the file sees
-    lines: list[tuple[int, int]] | None = None
+    # ``text`` came from, and the column (from 1, in characters) on the first where its text
+    # starts, so that a citation names the place a person opening the file sees
+    lines: list[tuple[int, int, int]] | None = None
 
 
 class Skipped(Exception):
@@ -159,13 +160,15 @@ def read_document(
     return Document(text, "", False, "text" if suffix in (".txt", ".text", "") else "code", undecoded=undecoded)
 
 
-# Where each line of an HTML file starts its text, the converter is handed a mark naming the line:
-# U+10FFFD, then the line number in two characters of plane 15's private use area. A page that uses
-# those code points itself is converted without marks, its citations the converted text's lines.
+# Where each line of an HTML file starts its text, and after each tag, the converter is handed a
+# mark naming the place: U+10FFFD, then the line and the column, each in two characters of plane
+# 15's private use area. A page that uses those code points itself is converted without marks,
+# its citations the converted text's lines.
 _MARK = "\U0010fffd"
 _MARK_BASE = 0xF0000
 _MARK_DIGITS = 0xFFFE
-_MARKED = re.compile("\U0010fffd([\U000f0000-\U000ffffd])([\U000f0000-\U000ffffd])")
+_DIGIT = "([\U000f0000-\U000ffffd])"
+_MARKED = re.compile("\U0010fffd" + _DIGIT * 4)
 _PRIVATE = re.compile("[\U000f0000-\U0010ffff]")
 _RAW_TEXT = re.compile(r"<(script|style)\b", re.IGNORECASE)
 _TAG_START = re.compile(r"</?[A-Za-z!?]")
@@ -174,29 +177,39 @@ _LEAD = re.compile(r"[ \t\f\r\n]*")
 _LINE_INK = re.compile(r"(?:\r\n|\r|\n)[ \t\f]*(?=\S)")
 
 
-def html_text(html: str) -> tuple[str, list[tuple[int, int]] | None]:
+def html_text(html: str) -> tuple[str, list[tuple[int, int, int]] | None]:
     """The Markdown of a page (:func:`tether.tools.web.html_to_markdown`) and, for each of its
-    lines, the lines of ``html`` (first, last) its text came from; None when they cannot be told."""
+    lines, the lines of ``html`` (first, last) its text came from and the column on the first
+    where it starts; None when they cannot be told."""
     from tether.tools.web import html_to_markdown
 
-    if _PRIVATE.search(html) or _breaks(html, 0, len(html)) + 1 >= _MARK_DIGITS**2:
+    if _PRIVATE.search(html) or len(html) >= _MARK_DIGITS**2:
         return html_to_markdown(html), None
     out: list[str] = []
-    lines: list[tuple[int, int]] = []
-    line = 1  # the file's line the text so far came from
+    lines: list[tuple[int, int, int]] = []
+    at = (1, 1)  # the place in the file (line, column) the text so far came from
     for converted in html_to_markdown(_with_line_marks(html)).split("\n"):
-        found = [(ord(hi) - _MARK_BASE) * _MARK_DIGITS + ord(lo) - _MARK_BASE for hi, lo in _MARKED.findall(converted)]
+        found = [(_number(a, b), _number(c, d)) for a, b, c, d in _MARKED.findall(converted)]
         plain = _MARKED.sub("", converted).rstrip() if found else converted
-        first = min(found) if found else line
-        line = max(found) if found else line
+        first = min(found) if found else at
+        last = max(found) if found else at
+        at = last
         if not plain and (not out or not out[-1]):
             continue  # a line that held only marks: no blank line first, nor two, as the converter makes none
         out.append(plain)
-        lines.append((first, max(first, line)))
+        lines.append((first[0], max(first[0], last[0]), first[1]))
     while out and not out[-1]:
         out.pop()
         lines.pop()
     return "\n".join(out), lines
+
+
+def _number(hi: str, lo: str) -> int:
+    return (ord(hi) - _MARK_BASE) * _MARK_DIGITS + ord(lo) - _MARK_BASE
+
+
+def _mark(number: int) -> str:
+    return chr(_MARK_BASE + number // _MARK_DIGITS) + chr(_MARK_BASE + number % _MARK_DIGITS)
 
 
 def _breaks(text: str, start: int, end: int) -> int:
@@ -210,6 +223,7 @@ def _with_line_marks(html: str) -> str:
     piece of markup is found by one search forward."""
     parts: list[str] = []
     at, line, counted, link = 0, 1, 0, False
+    line_start = 0  # where the line ``line`` starts in ``html``
     while at < len(html):
         lt = html.find("<", at)
         end = len(html) if lt < 0 else lt
@@ -219,10 +233,13 @@ def _with_line_marks(html: str) -> str:
         if link:
             inks = []  # a link's text: one that is its address becomes <address> (marked, [address](address))
         for where in inks:
-            line += _breaks(html, counted, where)
+            breaks = _breaks(html, counted, where)
+            if breaks:
+                line += breaks
+                line_start = max(html.rfind("\n", counted, where), html.rfind("\r", counted, where)) + 1
             counted = where
             parts.append(html[at:where])
-            parts.append(_MARK + chr(_MARK_BASE + line // _MARK_DIGITS) + chr(_MARK_BASE + line % _MARK_DIGITS))
+            parts.append(_MARK + _mark(line) + _mark(where - line_start + 1))
             at = where
         parts.append(html[at:end])
         if lt < 0:

@@ -350,6 +350,13 @@ class DocumentInfo:
 
 @dataclass(frozen=True)
 class ChunkRow:
+    """A chunk as search returns it. A chunk of a page whose text shares its lines (a minified HTML
+    page of one line) is cited by the line and column (from 1, in characters) its text starts at,
+    ``page.html:1:4023``, as compilers and editors write a place; it is stored with its end line
+    the column negated (no end line is below 1), which the row reads back into ``column``, its
+    ``end_line`` then its ``start_line``: no column was added to either store's tables, which an
+    earlier tether sharing the base would refuse."""
+
     id: int
     doc_id: int
     document: str  # the document's name
@@ -358,9 +365,17 @@ class ChunkRow:
     heading: str
     text: str
     meta: dict[str, Any] = field(default_factory=dict)  # the document's metadata
+    column: int = 0  # where its text starts on start_line, for a chunk cited so; 0: cited by its lines
+
+    def __post_init__(self) -> None:
+        if self.end_line < 0:  # as stored: the column negated
+            object.__setattr__(self, "column", -self.end_line)
+            object.__setattr__(self, "end_line", self.start_line)
 
     @property
     def citation(self) -> str:
+        if self.column:
+            return f"{self.document}:{self.start_line}:{self.column}"
         return f"{self.document}:{self.start_line}-{self.end_line}"
 
     @property
