@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.server.conftest import read_events
+from tests.server.conftest import read_events, wait_until
 
 HANG_S = 30  # a guard against a hang, never a measure
 
@@ -269,3 +269,46 @@ def test_a_stop_asked_while_a_decision_waits_reaches_the_run(cluster, pg_url, mo
         assert rest[-1]["result"]["status"] == "interrupted", rest[-1]
         assert client.get(f"/v1/runs/{run_id}").json()["resumable"] is True
     assert c.shipped() == []
+
+
+def test_a_message_posted_as_a_decided_run_is_handed_on_gets_409_at_once(cluster, monkeypatch):
+    """Was: a node asked whether a continued run had settled took the ``done`` of its part before
+    the decision (the question's) for this part's, while no worker had written anything yet, and
+    waited up to 5 s for the run to end: a message posted then was held, and started a second
+    exchange in the session when the run ended within those 5 s. Now, as for a run the node drives
+    itself, the run answering is a 409 at once (only a ``done`` written after the decision lets the
+    node wait for the job's end)."""
+    from tether.dispatch.remote import RemoteRuns
+
+    c = cluster()
+    url = c.node()
+    waited = threading.Event()
+    wait_ended = RemoteRuns.wait_ended
+
+    async def spied(self: RemoteRuns, rid: str, timeout: float) -> None:
+        waited.set()
+        await wait_ended(self, rid, timeout)
+
+    monkeypatch.setattr(RemoteRuns, "wait_ended", spied)
+    drive, go = c.dispatcher.drive, threading.Event()
+
+    def held(run_id: str) -> object:
+        go.wait(HANG_S)  # the worker not there yet: the run's job is queued, nothing written
+        return drive(run_id)
+
+    with httpx.Client(base_url=url, timeout=HANG_S) as client:
+        sid = _session(client, "ship_approved")
+        run_id, asked = _asking(client, sid)
+        monkeypatch.setattr(c.dispatcher, "drive", held)
+        try:
+            assert _decide(url, run_id, asked).status_code == 202
+            post_t, post_a = _in_background(lambda: _post(url, sid, "order 7"))
+            wait_until(lambda: waited.is_set() or not post_t.is_alive(), timeout=HANG_S, what="an answer or a wait")
+        finally:
+            go.set()  # the run goes on to its end: a message held until then would start a second exchange
+        posted = _answer(post_t, post_a)
+        assert posted.status_code == 409, posted.text
+        assert f"is still answering (run {run_id})" in posted.json()["error"]["message"]
+        rest = read_events(client, f"/v1/runs/{run_id}/events", last_event_id=int(asked["id"]))
+        assert rest[-1]["result"]["status"] == "completed", rest[-1]
+        assert [t["run_id"] for t in client.get(f"/v1/sessions/{sid}").json()["turns"]] == [run_id]

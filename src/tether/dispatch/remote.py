@@ -342,9 +342,9 @@ class RemoteRuns:
             await self.wait_for(run_id, min(self.poll_s, max(0.0, deadline - time.monotonic())))
 
     async def settled(self, run_id: str) -> bool:
-        """Whether the run is not live, after letting one whose ``done`` is written end its job
-        (the tables read off the event loop, as a stream's are). A run whose job this node is
-        writing is waited for first."""
+        """Whether the run is not live, after letting one whose part has written its ``done`` end
+        its job (the tables read off the event loop, as a stream's are). A run whose job this node
+        is writing is waited for first."""
         starting = self._starting.get(run_id)
         if starting is not None:
             await starting.done.wait()
@@ -354,7 +354,8 @@ class RemoteRuns:
         await asyncio.to_thread(
             self._redeliver_stale, job
         )  # else it could hold its session ("still answering") for ever
-        if (await asyncio.to_thread(self.jobs.last_event, run_id))[1] == "done":
+        last_id, last_kind = await asyncio.to_thread(self.jobs.last_event, run_id)
+        if last_kind == "done" and last_id > job.began_after:  # this part's, not the one a decision followed
             await self.wait_ended(run_id, 5)
         return not await asyncio.to_thread(self.is_live, run_id)
 
