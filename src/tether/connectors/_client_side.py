@@ -136,6 +136,7 @@ class ClientSide:
     # What the run had spent when each call in flight began: what it spent since (this call's
     # requests, and whatever ran beside it) comes out of the budget the call was given.
     spent_at_start: dict[str, float] = field(default_factory=dict)
+    used_at_start: dict[str, int] = field(default_factory=dict)  # the same for the run's tokens
     asked: Counter[str] = field(default_factory=Counter)  # questions answered or asked in this attempt, per call
     elicited: Counter[str] = field(default_factory=Counter)  # elicitation requests, per call ("": outside one)
     pending: dict[str, Any] = field(default_factory=dict)  # call id -> the question it stops for
@@ -171,6 +172,7 @@ class ClientSide:
         self.names[key] = tool_name
         self.samples[key] = self.asked[key] = self.elicited[key] = 0
         self.spent_at_start[key] = ctx.state.spent_usd if ctx.state is not None else 0.0
+        self.used_at_start[key] = ctx.state.usage.total_tokens if ctx.state is not None else 0
         self.pending.pop(key, None)
         from tether.status import ElicitationInterruption, SamplingInterruption
 
@@ -196,6 +198,7 @@ class ClientSide:
             self.calls.remove(ctx)
         self.samples.pop(key, None)
         self.spent_at_start.pop(key, None)
+        self.used_at_start.pop(key, None)
         self.asked.pop(key, None)
         self.elicited.pop(key, None)
         self.names.pop(key, None)
@@ -318,7 +321,11 @@ class ClientSide:
         key = ctx.call_id or ""
         price = lookup_price(resolved.name, getattr(settings, "prices", None))  # config.toml's, then the catalog's
         prompt = _prompt_bound(request)
-        over = self._unpriced(ctx, resolved.name, price) or self._past_budget(ctx, key, price, prompt, limit)
+        over = (
+            self._unpriced(ctx, resolved.name, price)
+            or self._past_budget(ctx, key, price, prompt, limit)
+            or self._past_token_limit(ctx, key, prompt, limit)
+        )
         if over is not None:
             await resolved.provider.aclose()
             return types.ErrorData(code=types.INVALID_REQUEST, message=over)
@@ -405,6 +412,28 @@ class ClientSide:
         return (
             f"this sampling request could cost up to ${worst:.6f} ({prompt:,} prompt tokens at most and "
             f"{max_tokens:,} to answer), more than the ${max(0.0, left):.6f} left of the run's budget{kept}"
+        )
+
+    def _past_token_limit(self, ctx: ToolContext, key: str, prompt: int, max_tokens: int) -> str | None:
+        """Why a request could take the run past its token limit (``max_run_tokens``), counted as
+        :meth:`_past_budget` counts dollars: ``prompt`` and all of ``max_tokens`` against the
+        tokens left when the call began, less the run's own next call, what it used since, the
+        requests still out and a sub-agent's unused share. None when it fits (or there is no limit)."""
+        if ctx.tokens_left is None:
+            return None
+        state = ctx.state
+        used = state.usage.total_tokens
+        since = max(0, used - self.used_at_start.get(key, used))
+        note = state.call_in_flight
+        out = note.prompt_tokens + note.max_tokens if note is not None else 0
+        reserve = ctx.reserve_tokens
+        left = ctx.tokens_left - reserve - since - out - state.held_tokens
+        if prompt + max_tokens <= left:
+            return None
+        kept = f" (it keeps {reserve:,} for its own answer)" if reserve > 0 else ""
+        return (
+            f"this sampling request could use up to {prompt + max_tokens:,} tokens ({prompt:,} prompt tokens at "
+            f"most and {max_tokens:,} to answer), more than the {max(0, left):,} left of the run's token limit{kept}"
         )
 
     async def elicitation(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
