@@ -9,6 +9,7 @@ import pytest
 
 from tests.cli import conftest as cli
 from tests.cli.conftest import run_main
+from tests.knowledge.conftest import Opener
 
 quiet_env = cli.quiet_env
 
@@ -123,12 +124,12 @@ def test_a_file_too_large_to_add_says_which_setting_raises_the_limit_and_that_se
     code, out, _ = run_main("kb", "search", "P-100", "--mode", "exact", capsys=capsys)
     assert out == ""
     (quiet_env / "config.toml").write_text("[kb]\nmax_file_bytes = 1_000_000\n")
-    code, _, err = run_main("kb", "add", "server.log", capsys=capsys)
+    code, _, err = run_main("kb", "add", "server.log", "--embedder", "none", capsys=capsys)
     assert code == 0 and "too large" not in err, err
     code, out, _ = run_main("kb", "search", "P-100", "--mode", "exact", "-k", "1", capsys=capsys)
     assert out.startswith("1. server.log:1-"), out
     (quiet_env / "config.toml").write_text("[kb]\nmax_file_bytes = 0\n")
-    code, _, err = run_main("kb", "add", "server.log", capsys=capsys)
+    code, _, err = run_main("kb", "add", "server.log", "--embedder", "none", capsys=capsys)
     assert code == 2 and "max_file_bytes" in err, err
 
 
@@ -183,3 +184,17 @@ def test_a_citation_in_a_page_of_one_line_names_the_line_and_column_its_text_sta
     assert out.splitlines()[0] == "page.html: 0 added, 0 updated, 1 unchanged"
     code, out, _ = run_main("kb", "search", "marker30x", "--mode", "keyword", "-k", "1", capsys=capsys)
     assert out.split()[1].startswith("page.html:1:"), out
+
+
+def test_both_stores_keep_a_minified_pages_places(open_kb: Opener, tmp_path: Path) -> None:
+    """Was: as above, on either store. The column is kept as SQLite keeps it, in Postgres too."""
+    (tmp_path / "page.html").write_text(_minified(30))
+    kb = open_kb()
+    kb.add_path(tmp_path / "page.html")
+    hits = kb.search("turn the valve marker20x", mode="keyword", k=3).hits
+    assert len(hits) == 3 and all(h.citation.startswith(f"{tmp_path / 'page.html'}:1:") for h in hits)
+    assert hits[0].chunk.column > 1 and hits[0].chunk.end_line == 1
+    for hit in hits:  # the file from the column on reads as the chunk does
+        assert _minified(30)[hit.chunk.column - 1 :].startswith(
+            hit.chunk.text.removeprefix("# ").split("\n")[0].split("[")[0]
+        ), hit
