@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.conftest import read_events
+from tests.server.conftest import read_events, wait_until
 
 pytest.importorskip("fastapi", reason="needs tether[serve] (the [test] extra installs it)")
 
@@ -57,3 +57,54 @@ def test_a_resume_raises_the_token_limit_a_run_stopped_at(
         result = read_events(c, f"/v1/runs/{run_id}/events")[-1]["result"]
         assert result["status"] == "completed", result["reason"]
         assert used < result["usage"]["prompt_tokens"] + result["usage"]["completion_tokens"] <= 5000
+
+
+APPROVAL_AGENTS = """
+import os
+
+from tether import Agent
+from tether.providers.scripted import Reply
+from tether.testing import FunctionModel
+from tether.tools.files import FILE_TOOLS
+
+
+def reply(messages, request):
+    results = [m for m in messages if m.role == "tool"]
+    if not results:
+        return Reply(calls=(("c1", "list_files", {}),))
+    if len(results) == 1:
+        return Reply(calls=(("c2", "delete_file", {"path": "access.log"}),))  # needs a person's approval
+    return "done"
+
+
+agents = {"tight": Agent(FunctionModel(reply), tools=FILE_TOOLS, cwd=os.environ["TETHER_TEST_WORKSPACE"],
+                         max_turns=2, max_budget_usd=1.0, max_run_tokens=600)}
+"""
+
+
+def test_limits_a_resume_raised_hold_after_a_decision(served: Any, tmp_path: Path) -> None:
+    """Was: the limits a resume raised held for that continuation only: the run, resumed with more
+    turns and tokens, stopped for a person's approval, and once approved it went on under the
+    agent's own limits again, stopping at once at the token limit the resume had raised (so for
+    ``more_turns`` and ``max_budget_usd``), while ``tether resume`` keeps what it raised."""
+    agents = tmp_path / "approval_agents.py"
+    agents.write_text(APPROVAL_AGENTS)
+    server = served(agents_module=agents)
+    with server.client() as c:
+        sid = c.post("/v1/sessions", json={}).json()["session_id"]
+        run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "tidy up"}).json()["run_id"]
+        done = read_events(c, f"/v1/runs/{run_id}/events")[-1]["result"]
+        assert done["status"] == "budget_exceeded" and "token limit" in done["reason"], done
+
+        r = c.post(f"/v1/runs/{run_id}/resume", json={"max_run_tokens": 5000, "more_turns": 5})
+        assert r.status_code == 202, r.text
+        read_events(c, f"/v1/runs/{run_id}/events", until=lambda e: e["event"] == "done")
+        asked = wait_until(lambda: c.get(f"/v1/runs/{run_id}").json()["waiting"], what="the approval question")
+        assert asked["type"] == "approval" and asked["tool_name"] == "delete_file", asked
+        decision = {"call_id": asked["call_id"], "args_hash": asked["args_hash"], "approve": True}
+        r = c.post(f"/v1/runs/{run_id}/decision", json=decision)
+        assert r.status_code == 202, r.text
+        wait_until(lambda: not c.get(f"/v1/runs/{run_id}").json()["live"], what="the run's end")
+        run = c.get(f"/v1/runs/{run_id}").json()
+        assert run["status"] == "completed", run
+        assert not (server.home.parent / "workspace0" / "access.log").exists()

@@ -136,15 +136,26 @@ def resume_changes(
 ) -> dict[str, Any]:
     """What a resume asks of the agent's limits: ``more_turns`` beyond the turns already taken, a
     new budget in dollars, a new token limit (both totals; for :meth:`Runs.resume`, wherever the
-    runs are driven)."""
-    changes: dict[str, Any] = {}
+    runs are driven), over those an earlier resume raised. Kept in the run's config (saved with
+    it), so every later continuation of the run (a decision's) goes on under them too, as
+    ``tether resume`` keeps what it raised: it went on under the agent's own limits again, and a
+    run resumed with more turns stopped at once after its next approval."""
+    raised = state.config.get(_RAISED)
+    changes: dict[str, Any] = dict(raised) if isinstance(raised, dict) else {}
     if more_turns is not None:
         changes["max_turns"] = state.turns + more_turns
     if max_budget_usd is not None:
         changes["max_budget_usd"] = max_budget_usd
     if max_run_tokens is not None:
         changes["max_run_tokens"] = max_run_tokens
+    changes = {k: v for k, v in changes.items() if k in _LIMITS}  # a hand-edited header raises nothing else
+    if changes:
+        state.config[_RAISED] = changes
     return changes
+
+
+_RAISED = "raised_limits"  # the run's config key of the limits its resumes raised
+_LIMITS = ("max_turns", "max_budget_usd", "max_run_tokens")
 
 
 class Lateness:
