@@ -68,3 +68,34 @@ def test_mounted_with_its_lifespan_answers_an_events_url_under_the_mount(tmp_pat
         assert events == f"/agents/v1/runs/{r.json()['run_id']}/events"
         got = read_events(c, events)
         assert got[-1]["type"] == "done" and got[-1]["result"]["status"] == "completed"
+
+
+def test_a_stopped_run_whose_session_went_on_is_not_offered_for_resume(tmp_path: Path, served: list[Uvicorn]) -> None:
+    """Was: a run stopped (Stop, or a server killed under it) after which another message was
+    answered in its session showed ``"resumable": true`` (a cut one: "resume it to continue"), in
+    GET /v1/runs/ID, the runs list and the session's turns, so the page offered Resume; every
+    resume was then refused (409: the session went on). Its view now says it cannot continue."""
+    from tether.tools.demo import DEMO_TOOLS
+
+    app = create_app(load_settings(tmp_path / "home"), agents={"slow": Agent("scripted/slow", tools=DEMO_TOOLS)})
+    up = start_uvicorn(app, lifespan="on")
+    served.append(up)
+    with httpx.Client(base_url=up.url, timeout=30) as c:
+        sid = c.post("/v1/sessions", json={"agent": "slow"}).json()["session_id"]
+        first = c.post(f"/v1/sessions/{sid}/messages", json={"text": "Scan the archive."}).json()
+        read_events(c, first["events"], until=lambda e: e["type"] == "tool_start")
+        assert c.post(f"/v1/runs/{first['run_id']}/cancel").status_code == 202
+        assert read_events(c, first["events"])[-1]["result"]["status"] == "interrupted"
+        assert c.get(f"/v1/runs/{first['run_id']}").json()["resumable"] is True  # nothing came after it yet
+
+        second = c.post(f"/v1/sessions/{sid}/messages", json={"text": "Never mind, hello."}).json()
+        assert read_events(c, second["events"])[-1]["result"]["status"] == "completed"
+
+        view = c.get(f"/v1/runs/{first['run_id']}").json()
+        assert view["status"] == "interrupted" and view["resumable"] is False, view
+        listed = {r["run_id"]: r for r in c.get("/v1/runs").json()["runs"]}
+        assert listed[first["run_id"]]["resumable"] is False
+        turns = {t["run_id"]: t for t in c.get(f"/v1/sessions/{sid}").json()["turns"]}
+        assert turns[first["run_id"]]["resumable"] is False
+        refused = c.post(f"/v1/runs/{first['run_id']}/resume", json={})
+        assert refused.status_code == 409 and "went on" in refused.json()["error"]["message"]

@@ -740,11 +740,18 @@ _UNREADABLE = (
 
 
 def run_view(
-    core: Core, turn: TurnRecord, state: RunState | None = None, *, stopped: bool = False, brief: bool = False
+    core: Core,
+    turn: TurnRecord,
+    state: RunState | None = None,
+    *,
+    stopped: bool = False,
+    brief: bool = False,
+    histories: dict[str, list[Any]] | None = None,
 ) -> dict[str, Any]:
     """What the API says about a run. ``stopped``: a Stop of it was just taken (it may still be
     ending in its run process). ``brief``: its status as a listing of a session's turns shows it,
-    read from the run's saved header alone (:func:`_brief_state`); ``waiting`` is left out."""
+    read from the run's saved header alone (:func:`_brief_state`); ``waiting`` is left out.
+    ``histories``: sessions a listing has read already, by id (see :func:`_went_on_since`)."""
     live = core.manager.is_live(turn.run_id)
     if state is None:
         try:
@@ -762,11 +769,14 @@ def run_view(
     result = state.result()
     stale = state.status == "running" and not live  # the server stopped while it ran
     reason = result.reason and hide_home(result.reason, core.settings.home)
+    resumable = not live and (
+        stale or (state.status in RESUMABLE and state.status != "interrupted") or _cancelled(state)
+    )
+    gone_on = resumable and _went_on_since(core, state, {} if histories is None else histories)
     return view | {
         "status": result.status,
-        "reason": CUT if stale else reason,
-        "resumable": not live
-        and (stale or (state.status in RESUMABLE and state.status != "interrupted") or _cancelled(state)),
+        "reason": (CUT_GONE_ON if gone_on else CUT) if stale else reason,
+        "resumable": resumable and not gone_on,
         "turns": result.turns,
         "prompt_tokens": result.usage.prompt_tokens,
         "completion_tokens": result.usage.completion_tokens,
@@ -775,6 +785,32 @@ def run_view(
         "cost_unknown_usd": spent_unknown_usd(result.cost_unknown_usd, state.call_in_flight if stale else None),
         "waiting": None if live or brief else waiting(state),
     }
+
+
+CUT_GONE_ON = (
+    "the server stopped while this run was running, and its session went on since (another message "
+    "was answered), so it cannot continue; send what you meant as a new message"
+)
+
+
+def _went_on_since(core: Core, state: RunState, histories: dict[str, list[Any]]) -> bool:
+    """Whether the run's session went on after it stopped (another message was answered): then a
+    resume or a decision is refused (:func:`_check_not_gone_on`), and its view does not offer one.
+    Each session is read once per listing (``histories``), and only for runs that could go on."""
+    from tether.harness.loop import went_on
+
+    if state.session_id is None or core.manager.live_run_of(state.session_id) is not None:
+        return False  # a run answering there now: not read under it (a load writes its repairs back)
+    history = histories.get(state.session_id)
+    if history is None:
+        try:
+            history = histories[state.session_id] = core.manager.sessions.load(state.session_id)
+        except Exception as exc:  # the resume says so, if it comes; the view stays readable
+            if not isinstance(exc, StoreError | OSError) and not _database_away(exc):
+                raise
+            _log.warning("run %s: could not read its session to see if it went on: %s", state.run_id, exc)
+            return False
+    return len(history) != state.session_synced and went_on(state, history)
 
 
 def _brief_state(core: Core, run_id: str, live: bool) -> RunState | None:
@@ -1130,7 +1166,8 @@ def _session_routes(app: FastAPI, core: Core) -> None:
 def _turn_views(core: Core, user: str, session_id: str) -> list[dict[str, Any]]:
     shown = ("message_id", "run_id", "trace_id", "text", "status", "live", "created", "resumable")
     turns = core.store.turns(user, session_id)
-    return [{k: v for k, v in run_view(core, t, brief=True).items() if k in shown} for t in turns]
+    histories: dict[str, list[Any]] = {}  # the session, read once if a run of it could go on
+    return [{k: v for k, v in run_view(core, t, brief=True, histories=histories).items() if k in shown} for t in turns]
 
 
 def _session_edit_routes(app: FastAPI, core: Core) -> None:
@@ -1331,7 +1368,11 @@ def _run_routes(app: FastAPI, core: Core) -> None:
 
     @app.get("/v1/runs", summary="The caller's runs, newest first")
     async def runs(user: User, limit: Limit = 100) -> dict[str, Any]:
-        return {"runs": await asyncio.to_thread(lambda: [run_view(core, t) for t in core.store.turns(user)[:limit]])}
+        def views() -> list[dict[str, Any]]:
+            histories: dict[str, list[Any]] = {}  # each session read once for the listing
+            return [run_view(core, t, histories=histories) for t in core.store.turns(user)[:limit]]
+
+        return {"runs": await asyncio.to_thread(views)}
 
     @app.get("/v1/runs/{run_id}", summary="A run: status, usage, cost, what it waits for")
     async def run(run_id: str, user: User) -> dict[str, Any]:
