@@ -7,9 +7,13 @@ reported, never tether's totals alone."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from tether import Agent, RunState, run_sync, tool
+import pytest
+
+from tether import Agent, RunState, RunStore, run_sync, tool
+from tether.harness.state import approve
 from tether.messages import AssistantMessage, TextPart, ToolMessage
 from tether.providers.base import ModelRequest, ModelResponse, estimate_usage
 from tether.testing import FunctionModel, Reply, call
@@ -105,3 +109,42 @@ def test_a_sub_agent_is_not_started_when_the_parents_limit_leaves_it_nothing() -
     assert len(reported) == 2 and sum(reported) <= 2_200  # the parent's two replies, the helper's none
     (answer,) = [m for m in state.messages if isinstance(m, ToolMessage)]
     assert answer.text.startswith("Not run") and "token limit" in answer.text, answer.text
+
+
+@tool(needs_approval=True)
+def publish(text: str) -> str:
+    """Publish a note (a person approves it first)."""
+    return "published"
+
+
+@pytest.mark.parametrize("saved_apart", [False, True])
+def test_a_sub_agents_tokens_are_counted_once_across_a_stop_for_a_person(tmp_path: Path, saved_apart: bool) -> None:
+    """Was: a sub-agent's tokens were never added to its parent's usage, so neither was what it
+    used before it stopped for a person and after the parent's resume: the parent's limit did not
+    see them. Now they are added as its dollars are, once (the child's record says what was), in
+    the parent's record or saved as a run of its own."""
+    reported: list[int] = []
+
+    def parent(messages: list[Any], request: Any) -> str | Reply:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return "done"
+        return Reply(calls=(("p1", "helper", {"task": "publish a note"}),))
+
+    def child(messages: list[Any], request: Any) -> str | Reply:
+        if any(isinstance(m, ToolMessage) for m in messages):
+            return "published it"
+        return Reply(calls=(("n1", "publish", {"text": "hello"}),))
+
+    helper = Agent(Reported(child, reported), tools=[publish]).as_tool("helper", "Publishes notes.")
+    agent = Agent(Reported(parent, reported), tools=[helper], max_run_tokens=100_000)
+    store = RunStore(tmp_path / "runs") if saved_apart else None
+    state = RunState()
+    first = run_sync(agent, "go", state=state, store=store)
+    assert first.status == "interrupted" and len(reported) == 2, first.reason
+    assert first.usage.total_tokens == sum(reported)  # the child's first call in the parent's usage
+    if store is not None:
+        state = store.load(state.run_id)
+    approve(state)
+    result = run_sync(agent, state=state, store=store)
+    assert result.status == "completed" and result.output == "done", result.reason
+    assert len(reported) == 4 and result.usage.total_tokens == sum(reported)  # each counted once
