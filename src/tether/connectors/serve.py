@@ -559,6 +559,7 @@ def _run_record(name: str, agent: "Agent", task: str) -> dict[str, Any]:
         "cwd": str(Path(agent.cwd or Path.cwd()).resolve()),
         "max_turns": agent.max_turns,
         "max_budget_usd": agent.max_budget_usd,
+        "max_run_tokens": agent.max_run_tokens,
     }
 
 
