@@ -410,6 +410,12 @@ def _check_resumable_config(state: RunState) -> None:
     from tether.errors import StoreError
 
     missing = [key for key in ("model", "cwd") if not isinstance(state.config.get(key), str)]
+    if missing and state.config.get("served") is True:  # its agent is the server's, built there
+        raise usage_error(
+            f"run {state.run_id} is a run of `tether serve` (agent {state.config.get('agent')!r}); "
+            f"nothing was run. Resume or decide it where it is served: POST /v1/runs/{state.run_id}/resume "
+            "(or /decision), or the page's Resume button and approval card"
+        )
     if missing:
         raise StoreError(
             f"run {state.run_id} cannot be resumed: its saved config has no {' and no '.join(missing)} "
