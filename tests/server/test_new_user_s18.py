@@ -99,3 +99,33 @@ def test_a_stopped_run_whose_session_went_on_is_not_offered_for_resume(tmp_path:
         assert turns[first["run_id"]]["resumable"] is False
         refused = c.post(f"/v1/runs/{first['run_id']}/resume", json={})
         assert refused.status_code == 409 and "went on" in refused.json()["error"]["message"]
+
+
+def test_a_run_whose_run_process_died_says_so_in_its_view_as_in_its_stream(
+    tmp_path: Path, served: list[Uvicorn]
+) -> None:
+    """Was: with runs in run processes, a run whose process was killed under it got a done saying
+    so ("the run's process (pid N) ended unexpectedly with exit code -9"), while GET /v1/runs/ID,
+    the runs list and the page said "the server stopped while this run was running", though the
+    server had not. The view now gives the done's reason."""
+    import os
+    import signal
+
+    module = tmp_path / "agents.py"
+    module.write_text(
+        "from tether import Agent\nfrom tether.tools.demo import DEMO_TOOLS\n"
+        'agents = {"slow": Agent("scripted/slow", tools=DEMO_TOOLS)}\n'
+    )
+    app = create_app(load_settings(tmp_path / "home"), agent_spec=str(module), run_processes=1)
+    up = start_uvicorn(app, lifespan="on")
+    served.append(up)
+    with httpx.Client(base_url=up.url, timeout=30) as c:
+        sid = c.post("/v1/sessions", json={"agent": "slow"}).json()["session_id"]
+        run = c.post(f"/v1/sessions/{sid}/messages", json={"text": "Scan the archive."}).json()
+        read_events(c, run["events"], until=lambda e: e["type"] == "tool_start")
+        [pid] = app.state.core.manager.processes.pids()
+        os.kill(pid, signal.SIGKILL)
+        done = read_events(c, run["events"])[-1]["result"]
+        assert done["status"] == "interrupted" and f"pid {pid}" in done["reason"], done
+        view = c.get(f"/v1/runs/{run['run_id']}").json()
+        assert view["reason"] == done["reason"] and view["resumable"] is True, view

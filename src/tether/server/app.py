@@ -775,7 +775,7 @@ def run_view(
     gone_on = resumable and _went_on_since(core, state, {} if histories is None else histories)
     return view | {
         "status": result.status,
-        "reason": (CUT_GONE_ON if gone_on else CUT) if stale else reason,
+        "reason": (CUT_GONE_ON if gone_on else _cut_reason(core, turn.run_id)) if stale else reason,
         "resumable": resumable and not gone_on,
         "turns": result.turns,
         "prompt_tokens": result.usage.prompt_tokens,
@@ -791,6 +791,12 @@ CUT_GONE_ON = (
     "the server stopped while this run was running, and its session went on since (another message "
     "was answered), so it cannot continue; send what you meant as a new message"
 )
+
+
+def _cut_reason(core: Core, run_id: str) -> str:
+    """Why a run saved as running is live nowhere (a run process that died, or a stopped server)."""
+    find = getattr(core.manager, "cut_reason", None)  # runs driven by this server know
+    return str(find(run_id)) if find is not None else CUT
 
 
 def _went_on_since(core: Core, state: RunState, histories: dict[str, list[Any]]) -> bool:

@@ -224,6 +224,7 @@ class RunProcesses:
             "path": list(sys.path),  # a module named by --agent is found as the server found it
         }
         self.children: list[_Child | None] = [None] * self.count
+        self.cut: dict[str, str] = {}  # run id → why its process died under it (its view says the same)
 
     def warm(self) -> None:
         """Start every run process now (on the server's loop), so the first runs do not wait."""
@@ -291,6 +292,7 @@ class RunProcesses:
                 state = self.runs.load(live.run_id)
         result = state.result()
         status = "interrupted" if result.status == "running" else result.status
+        self.cut[live.run_id] = why
         return event_data(Done(live.run_id, result.model_copy(update={"status": status, "reason": why})))
 
     async def aclose(self, wait_s: float = EXIT_WAIT_S) -> None:

@@ -1099,6 +1099,12 @@ class RunManager:
     def is_live(self, run_id: str) -> bool:
         return run_id in self.live
 
+    def cut_reason(self, run_id: str) -> str:
+        """Why a run saved as running is live nowhere: its run process died under it (the reason
+        its ``done`` gave), else the server stopped while it ran."""
+        cut = self.processes.cut.get(run_id) if self.processes is not None else None
+        return cut or CUT
+
     def live_turn(self, run_id: str, owner: str) -> TurnRecord | None:
         """The turn of a run live here, when ``owner`` sent its message (no database asked)."""
         live = self.live.get(run_id)
