@@ -61,7 +61,6 @@ def test_a_postgres_base_indexed_before_thai_was_split_is_indexed_again_once_and
     ข้าวผัด`` never found the sentence that holds it until it was added again into a new base,
     where a SQLite base was indexed again once, saying so on stderr. Now a Postgres base is too,
     once (its words, postings and counts as a base made now has them), and says so in one line."""
-    import re
     from urllib.parse import urlsplit
 
     import psycopg
@@ -78,7 +77,7 @@ def test_a_postgres_base_indexed_before_thai_was_split_is_indexed_again_once_and
     (tmp_path / "thai.txt").write_text(THAI)
     (tmp_path / "notes.txt").write_text("".join(f"note {i}: the pump seal {i} is checked.\n" for i in range(300)))
     with monkeypatch.context() as earlier:  # the words an earlier tether indexed: a Thai run one word
-        earlier.setattr(kb_store, "_UNSPACED_RUN", re.compile("(?!)"))
+        earlier.setattr(kb_store, "_letter_pairs", lambda run: f" {run.group()} ")
         for name in ("default", "other"):
             code, _, err = run_main("kb", "--name", name, "add", ".", "--embedder", "none", capsys=capsys)
             assert code == 0, err
@@ -198,3 +197,44 @@ def test_both_stores_keep_a_minified_pages_places(open_kb: Opener, tmp_path: Pat
         assert _minified(30)[hit.chunk.column - 1 :].startswith(
             hit.chunk.text.removeprefix("# ").split("\n")[0].split("[")[0]
         ), hit
+
+
+_SEARCH_IN_A_FRESH_PROCESS = """
+import re, sys
+from tether.knowledge import KnowledgeBase
+kb = KnowledgeBase.open(sys.argv[1])
+print(kb.search("timeout", mode="hybrid").hits[0].citation)
+print(kb.search("pump seal", mode="keyword").hits[0].citation)
+compiled = [str(key[1]) for key in re._cache]
+print(sum(1 for p in compiled if "\\u4e00" in p or "\\u0e00" in p or "\\U0010fffd" in p))
+"""
+
+
+def test_a_search_in_words_of_ascii_compiles_no_pattern_it_does_not_use(tmp_path: Path) -> None:
+    """Was: every process that searched a base (``tether kb search``, run on each query) compiled,
+    as it imported the knowledge base, the patterns of runs of Chinese and of Thai (2 ms), of an
+    identifier with those scripts as its edges (3 ms) and of the line marks an HTML file is read
+    with (0.5 ms), for a query in plain words that uses none of them: about 6 ms of a 230 ms
+    search. They are compiled when text first needs them."""
+    import subprocess
+    import sys
+
+    kb_path = tmp_path / "kb.db"
+    from tether.knowledge import KnowledgeBase
+
+    kb = KnowledgeBase.open(kb_path)
+    kb.add_text("notes.txt", "A request that takes too long ends with a timeout.\nThe pump seal is checked.\n")
+    kb.close()
+    out = subprocess.run(
+        [sys.executable, "-c", _SEARCH_IN_A_FRESH_PROCESS, str(kb_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["notes.txt:1-2", "notes.txt:1-2", "0"], out.stdout
+    # The same process, given Thai and a part number, compiles what they need and finds them.
+    thai = KnowledgeBase.open(":memory:")
+    thai.add_text("thai.txt", THAI + "รุ่นFVAM-2050-Bใช้\n")
+    assert [h.citation for h in thai.search("ข้าวผัด", mode="exact").hits] == ["thai.txt:1-3"]
+    assert [h.citation for h in thai.search("FVAM-2050-B").hits] == ["thai.txt:1-3"]

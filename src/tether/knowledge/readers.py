@@ -15,12 +15,13 @@ asked for, as ripgrep does; files and folders that hold credentials by their nam
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 __all__ = ["Document", "Skipped", "iter_files", "read_document"]
 
@@ -168,13 +169,31 @@ _MARK = "\U0010fffd"
 _MARK_BASE = 0xF0000
 _MARK_DIGITS = 0xFFFE
 _DIGIT = "([\U000f0000-\U000ffffd])"
-_MARKED = re.compile("\U0010fffd" + _DIGIT * 4)
-_PRIVATE = re.compile("[\U000f0000-\U0010ffff]")
-_RAW_TEXT = re.compile(r"<(script|style)\b", re.IGNORECASE)
-_TAG_START = re.compile(r"</?[A-Za-z!?]")
-_LINK_TAG = re.compile(r"<a[\s>]", re.IGNORECASE)
-_LEAD = re.compile(r"[ \t\f\r\n]*")
-_LINE_INK = re.compile(r"(?:\r\n|\r|\n)[ \t\f]*(?=\S)")
+
+
+class _Html(NamedTuple):
+    marked: re.Pattern[str]
+    private: re.Pattern[str]
+    raw_text: re.Pattern[str]
+    tag_start: re.Pattern[str]
+    link_tag: re.Pattern[str]
+    lead: re.Pattern[str]
+    line_ink: re.Pattern[str]
+
+
+@functools.cache
+def _html() -> _Html:
+    """The patterns of the line marks, compiled by the first HTML file read: a search, which
+    imports this module, needs none of them."""
+    return _Html(
+        re.compile(_MARK + _DIGIT * 4),
+        re.compile("[\U000f0000-\U0010ffff]"),
+        re.compile(r"<(script|style)\b", re.IGNORECASE),
+        re.compile(r"</?[A-Za-z!?]"),
+        re.compile(r"<a[\s>]", re.IGNORECASE),
+        re.compile(r"[ \t\f\r\n]*"),
+        re.compile(r"(?:\r\n|\r|\n)[ \t\f]*(?=\S)"),
+    )
 
 
 def html_text(html: str) -> tuple[str, list[tuple[int, int, int]] | None]:
@@ -183,14 +202,15 @@ def html_text(html: str) -> tuple[str, list[tuple[int, int, int]] | None]:
     where it starts; None when they cannot be told."""
     from tether.tools.web import html_to_markdown
 
-    if _PRIVATE.search(html) or len(html) >= _MARK_DIGITS**2:
+    patterns = _html()
+    if patterns.private.search(html) or len(html) >= _MARK_DIGITS**2:
         return html_to_markdown(html), None
     out: list[str] = []
     lines: list[tuple[int, int, int]] = []
     at = (1, 1)  # the place in the file (line, column) the text so far came from
     for converted in html_to_markdown(_with_line_marks(html)).split("\n"):
-        found = [(_number(a, b), _number(c, d)) for a, b, c, d in _MARKED.findall(converted)]
-        plain = _MARKED.sub("", converted).rstrip() if found else converted
+        found = [(_number(a, b), _number(c, d)) for a, b, c, d in patterns.marked.findall(converted)]
+        plain = patterns.marked.sub("", converted).rstrip() if found else converted
         first = min(found) if found else at
         last = max(found) if found else at
         at = last
@@ -221,15 +241,16 @@ def _with_line_marks(html: str) -> str:
     """``html`` with a line mark before the first text of each of its lines outside the markup
     (tags, comments, scripts and styles), and before the first text after each tag. Linear: each
     piece of markup is found by one search forward."""
+    patterns = _html()
     parts: list[str] = []
     at, line, counted, link = 0, 1, 0, False
     line_start = 0  # where the line ``line`` starts in ``html``
     while at < len(html):
         lt = html.find("<", at)
         end = len(html) if lt < 0 else lt
-        lead = _LEAD.match(html, at, end)
+        lead = patterns.lead.match(html, at, end)
         inks = [lead.end()] if lead is not None and lead.end() < end else []
-        inks += [m.end() for m in _LINE_INK.finditer(html, at, end)]
+        inks += [m.end() for m in patterns.line_ink.finditer(html, at, end)]
         if link:
             inks = []  # a link's text: one that is its address becomes <address> (marked, [address](address))
         for where in inks:
@@ -247,16 +268,16 @@ def _with_line_marks(html: str) -> str:
         if html.startswith("<!--", lt):
             close = html.find("-->", lt + 4)
             at = len(html) if close < 0 else close + 3
-        elif (raw := _RAW_TEXT.match(html, lt)) is not None:
+        elif (raw := patterns.raw_text.match(html, lt)) is not None:
             closing = re.compile(f"</{raw.group(1)}", re.IGNORECASE).search(html, raw.end())
             close = html.find(">", closing.end()) if closing is not None else -1
             at = len(html) if close < 0 else close + 1
-        elif _TAG_START.match(html, lt):
+        elif patterns.tag_start.match(html, lt):
             close = html.find(">", lt)
             at = len(html) if close < 0 else close + 1
         else:  # a "<" in the text
             at = lt + 1
-        link = _LINK_TAG.match(html, lt) is not None
+        link = patterns.link_tag.match(html, lt) is not None
         parts.append(html[lt:at])
     return "".join(parts)
 

@@ -85,13 +85,18 @@ CJK = (
     "\u3100-\u312f\u3130-\u318f\u31a0-\u31bf\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f"
     "\uac00-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
 )
-_CJK_RUN = re.compile(f"[{CJK}]+")
 _KANA_MARKS = "\u3099\u309a"  # ポ is not ホ: kept, as diacritics elsewhere are not
 # Thai, Lao, Burmese and Khmer are written without spaces between words too, their letters carrying
 # vowel signs (marks): a run of them is split into overlapping pairs of letters, each with its
 # marks. A Thai sentence was one word, found only by the whole sentence.
 UNSPACED = "\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u19e0-\u19ff\ua9e0-\ua9ff\uaa60-\uaa7f"
-_UNSPACED_RUN = re.compile(f"[{UNSPACED}]+")
+
+
+@functools.cache
+def _runs() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Runs of Chinese, Japanese or Korean, and of Thai, Lao, Burmese or Khmer. Compiled when text
+    that is not ASCII first needs them, not by the import of every search (2 ms)."""
+    return re.compile(f"[{CJK}]+"), re.compile(f"[{UNSPACED}]+")
 
 
 def _pairs(run: re.Match[str]) -> str:
@@ -142,7 +147,8 @@ def tokens(text: str) -> list[str]:
     plain = "".join(ch for ch in folded if not unicodedata.combining(ch) or ch in _KANA_MARKS)
     if plain.isascii():
         return _TOKEN.findall(plain)
-    return _marked_words().findall(_UNSPACED_RUN.sub(_letter_pairs, _CJK_RUN.sub(_pairs, plain)))
+    cjk, unspaced = _runs()
+    return _marked_words().findall(unspaced.sub(_letter_pairs, cjk.sub(_pairs, plain)))
 
 
 def fts_text(text: str) -> str:
