@@ -34,6 +34,15 @@ agents = {
         cwd=WORKSPACE,
         max_turns=20,
     ),
+    # scripted/destructive lists the folder, then asks to delete access.log: an approval to try.
+    "cleanup": Agent(
+        "scripted/destructive",
+        description="Frees disk space in a folder, deleting only what you approve",
+        instructions="Free disk space; a deletion waits for the user's approval.",
+        tools=FILE_TOOLS,
+        cwd=WORKSPACE,
+        max_turns=10,
+    ),
     "configure": Agent(
         "scripted/configure",
         description="Configures a cabinet heater with you",
