@@ -238,3 +238,15 @@ def test_a_search_in_words_of_ascii_compiles_no_pattern_it_does_not_use(tmp_path
     thai.add_text("thai.txt", THAI + "รุ่นFVAM-2050-Bใช้\n")
     assert [h.citation for h in thai.search("ข้าวผัด", mode="exact").hits] == ["thai.txt:1-3"]
     assert [h.citation for h in thai.search("FVAM-2050-B").hits] == ["thai.txt:1-3"]
+
+
+def test_a_part_number_written_against_thai_letters_joins_the_graph(open_kb: Opener) -> None:
+    """Was: a part number written against Thai letters (รุ่นFVAM-2050-Bใช้ซีลSK-77: no space between
+    the words) named no entity, where one written against Chinese characters did, so entity_chunks
+    and the graph modes never reached a Thai document (nor Lao, Burmese or Khmer)."""
+    kb = open_kb()
+    kb.add_text("th.md", "รุ่นFVAM-2050-Bใช้ซีลSK-77ทุกปี\n")
+    kb.add_text("zh.md", "型号FVAM-2050-B采用SK-77密封\n")
+    kb.add_text("km.md", "ម៉ូដែលFVAM-2050-Bប្រើSK-77\n")
+    for name in ("FVAM-2050-B", "SK-77"):
+        assert [h.citation for h in kb.entity_chunks(name).hits] == ["th.md:1-1", "zh.md:1-1", "km.md:1-1"], name

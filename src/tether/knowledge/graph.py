@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tether.errors import ConfigError, ProviderError
 from tether.knowledge.chunking import Chunk
-from tether.knowledge.store import CJK
+from tether.knowledge.store import CJK, UNSPACED
 
 if TYPE_CHECKING:  # the model layer is imported when a ModelExtractor is made, not with the package
     from tether.providers.base import Provider
@@ -83,12 +83,13 @@ _NOT_IDENT = re.compile(
 )
 
 
-_CJK = re.compile(f"[{CJK}]")
+_CJK = re.compile(f"[{CJK}{UNSPACED}]")
 
 
 def _spaced(text: str) -> str:
-    """``text`` with each Chinese, Japanese or Korean character a space (the same length): those
-    scripts put no space between words, so in 型号FVAM-2050-B采用 the identifier's edges are theirs."""
+    """``text`` with each Chinese, Japanese, Korean, Thai, Lao, Burmese or Khmer character a space
+    (the same length): those scripts put no space between words, so in 型号FVAM-2050-B采用 (and
+    รุ่นFVAM-2050-Bใช้) the identifier's edges are theirs."""
     return text if text.isascii() else _CJK.sub(" ", text)
 
 
