@@ -149,7 +149,7 @@ def test_a_long_query_leaves_room_for_the_results_and_the_closing_lines() -> Non
     assert len(out) <= 6000
     assert out.startswith("1 result for 'Customer writes: my valve"), out[:300]
     assert [c for _, c in CITATION.findall(out)] == ["valves.md:1-1"]
-    assert out.rstrip().endswith("Cite what you use as document:start-end."), out[-300:]
+    assert out.rstrip().endswith("Cite what you use as its label does (document:start-end)."), out[-300:]
     none = _run_tool(kb, "search_kb", {"query": "zanzibarite " * 1000})
     assert none.startswith("No results for 'zanzibarite") and len(none) < 600, none[:700]
 

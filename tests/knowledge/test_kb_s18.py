@@ -3,6 +3,7 @@ reindex on Postgres, the size limit of a file added, and the citations of a page
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -250,3 +251,22 @@ def test_a_part_number_written_against_thai_letters_joins_the_graph(open_kb: Ope
     kb.add_text("km.md", "ម៉ូដែលFVAM-2050-Bប្រើSK-77\n")
     for name in ("FVAM-2050-B", "SK-77"):
         assert [h.citation for h in kb.entity_chunks(name).hits] == ["th.md:1-1", "zh.md:1-1", "km.md:1-1"], name
+
+
+def test_the_agent_is_told_to_cite_a_minified_pages_result_as_its_label_has_it(tmp_path: Path) -> None:
+    """Was: the agent's search answer labelled a minified page's result ``[1] page.html:1:3549``
+    and ended "Cite what you use as document:start-end." (its system prompt said the same), a
+    form that label does not have: the model was asked to rewrite the place as a range of lines.
+    It is told to cite as the label does."""
+    from tether.knowledge import KnowledgeBase, KnowledgeTools
+
+    (tmp_path / "page.html").write_text(_minified(30))
+    kb = KnowledgeBase.open(":memory:", name="pages")
+    kb.add_path(tmp_path / "page.html")
+    tools = KnowledgeTools(kb)
+    search = next(t for t in tools.tools() if t.name == "search_kb")
+    answer = search.run({"query": "turn the valve marker20x"})  # type: ignore[attr-defined]
+    label = re.search(r"^\[1\] (\S+)", answer, re.MULTILINE)
+    assert label is not None and re.fullmatch(r".*page\.html:1:\d+", label.group(1)), answer[:200]
+    for told in (answer.rstrip().splitlines()[-1], tools.prompt_block()):
+        assert "label does" in told, told

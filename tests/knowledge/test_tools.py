@@ -55,7 +55,7 @@ def test_search_cites_lines_and_lists_the_entities(catalog: KnowledgeBase) -> No
     assert "Seal kit: SK-77" in out
     entities = re.search(r"Entities in these results: (.+?)\. To follow one", out)
     assert entities and {"FVAM-2050-B", "SK-77"} <= set(entities.group(1).split(", "))
-    assert out.rstrip().endswith("Cite what you use as document:start-end.")
+    assert out.rstrip().endswith("Cite what you use as its label does (document:start-end).")
 
 
 def test_lookup_exact_cites_only_the_b_section(catalog: KnowledgeBase) -> None:
@@ -173,7 +173,7 @@ def test_output_at_max_chars_still_lists_entities_and_asks_for_citations(big: Kn
     out = run_tool(tools_of(big, max_chars=800)["search_kb"], {"query": "valve seal kit pressure rating pump"})
     assert len(out) <= 800
     assert "Entities in these results:" in out, out
-    assert out.rstrip().endswith("Cite what you use as document:start-end."), out[-200:]
+    assert out.rstrip().endswith("Cite what you use as its label does (document:start-end)."), out[-200:]
 
 
 def test_a_roomy_limit_shows_whole_chunks(big: KnowledgeBase) -> None:

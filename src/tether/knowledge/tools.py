@@ -34,7 +34,8 @@ def render(result: SearchResult, max_chars: int, entities: Sequence[str] = ()) -
     entities, how to cite) always there."""
     if not result.hits:
         return f"No results for {_quoted(result.query)} ({result.mode}). {result.note}".strip()[:max_chars]
-    tail = "Cite what you use as document:start-end."
+    # as the label has it: a minified page's is document:line:column, which "start-end" would misname
+    tail = "Cite what you use as its label does (document:start-end)."
     if entities:
         shown, names = [], ""
         for e in entities[:15]:
@@ -225,9 +226,9 @@ class KnowledgeTools(Extension):
         names = ", ".join(t.name for t in self._tools)
         return (
             f"# Knowledge base {self.kb.name!r}\n{stats['documents']} documents are searchable with {names}. "
-            "Answer from them when the question is about their subject, and cite each fact as "
-            "document:start-end. Use lookup_exact for identifiers; follow an entity with entity_chunks rather "
-            "than searching again with reworded queries."
+            "Answer from them when the question is about their subject, and cite each fact as its "
+            "result's label does (document:start-end). Use lookup_exact for identifiers; follow an entity with "
+            "entity_chunks rather than searching again with reworded queries."
         )
 
     def entities_of(self, result: SearchResult) -> list[str]:
