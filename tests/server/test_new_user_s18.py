@@ -129,3 +129,28 @@ def test_a_run_whose_run_process_died_says_so_in_its_view_as_in_its_stream(
         assert done["status"] == "interrupted" and f"pid {pid}" in done["reason"], done
         view = c.get(f"/v1/runs/{run['run_id']}").json()
         assert view["reason"] == done["reason"] and view["resumable"] is True, view
+
+
+def test_agents_given_to_create_app_are_named_and_checked_as_served_ones(tmp_path: Path, served: list[Uvicorn]) -> None:
+    """Was: agents handed to create_app(agents={...}), as an app that embeds tether does, skipped
+    what `tether serve --agent FILE` does to the same dict: a run was not named after its agent
+    (`tether runs` showed no agent, a served run's header none), and a name no door can offer or a
+    value that is no Agent was taken without a word. Both now go through the same check."""
+    from tether.errors import ConfigError
+    from tether.harness.store import RunStore
+
+    settings = load_settings(tmp_path / "home")
+    with pytest.raises(ConfigError, match="agent name 'helper bot' cannot be served"):
+        create_app(settings, agents={"helper bot": Agent("scripted/hello")})
+    with pytest.raises(ConfigError, match="agent 'helper' is a str, not a tether.Agent"):
+        create_app(settings, agents={"helper": "scripted/hello"})  # type: ignore[dict-item]
+
+    given = {"helper": Agent("scripted/hello")}
+    up = start_uvicorn(create_app(settings, agents=given), lifespan="on")
+    served.append(up)
+    assert given["helper"].name == ""  # the caller's agents are left as they were
+    with httpx.Client(base_url=up.url, timeout=30) as c:
+        sid = c.post("/v1/sessions", json={"agent": "helper"}).json()["session_id"]
+        run = c.post(f"/v1/sessions/{sid}/messages", json={"text": "Hi"}).json()
+        assert read_events(c, run["events"])[-1]["result"]["status"] == "completed"
+    assert RunStore(settings.home / "runs").load(run["run_id"]).agent == "helper"

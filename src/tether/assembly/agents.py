@@ -278,8 +278,6 @@ def served_agents(
     """The agents ``tether serve``, ``tether mcp serve`` and ``tether worker`` offer: those a Python
     file or module defines (``spec``, else ``[serve] agent``), else every ``[agents.NAME]``, else one
     agent, ``default``, like ``tether run``'s (``model`` and ``cwd`` are its overrides)."""
-    from tether.harness.agent import Agent
-
     spec = spec or settings.serve.agent
     if spec:
         agents = _from_python(spec)
@@ -296,6 +294,16 @@ def served_agents(
         # users are not that person (an [agents.NAME] table may still give them, on purpose).
         alone = Overrides(model=model, cwd=cwd, memory="off", skills=False)
         agents = {"default": build_agent(settings, plan(settings, None, alone))}
+    return checked_agents(agents)
+
+
+def checked_agents(agents: dict[str, Any]) -> dict[str, Agent]:
+    """``agents`` as a door serves them: each name one every door can offer, each value an
+    :class:`Agent`, each agent named after its key unless it has a name (its runs say which agent
+    they are). Refused with a :class:`ConfigError` saying what is wrong."""
+    from tether.harness.agent import Agent
+
+    agents = dict(agents)  # the caller's dict is left as given
     for name, agent in agents.items():
         if not isinstance(name, str) or not AGENT_NAME.fullmatch(name):
             raise ConfigError(

@@ -6,5 +6,6 @@ from __future__ import annotations
 
 from tether.assembly import AGENT_NAME, describe
 from tether.assembly import served_agents as load_agents
+from tether.assembly.agents import checked_agents
 
-__all__ = ["AGENT_NAME", "describe", "load_agents"]
+__all__ = ["AGENT_NAME", "checked_agents", "describe", "load_agents"]

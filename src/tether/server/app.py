@@ -38,7 +38,7 @@ from tether.events import snake_keys
 from tether.harness.agent import Agent
 from tether.harness.limits import stopped_at_token_limit
 from tether.harness.state import RunState, approve, reject, spent_unknown_usd
-from tether.server.agents import describe, load_agents
+from tether.server.agents import checked_agents, describe, load_agents
 from tether.server.events import EventLog, hide_home, hide_home_in
 from tether.server.guard import LOCAL_ONLY, Guard, Lifespan, Unstarted, is_stop
 from tether.server.records import (
@@ -205,7 +205,7 @@ def create_app(
 
     settings = settings or load_settings()
     given_agents = agents is not None
-    agents = agents if agents is not None else load_agents(settings, agent_spec, model=model, cwd=cwd)
+    agents = checked_agents(agents) if agents is not None else load_agents(settings, agent_spec, model=model, cwd=cwd)
     store = store or server_store(settings)
     runs = run_store(settings)
     telemetry = telemetry_from_settings(settings)
