@@ -146,7 +146,7 @@ def test_reading_a_sessions_runs_holds_no_other_request(
         if route in ("sessions", "feedback"):
             assert c.post(f"/v1/messages/{send(c, sid, 'thanks')['message_id']}/feedback", json={"score": "up"})
             store = _Listing(s.app.state.core.store, route)
-        elif route == "session":  # a session's view reads its runs' headers alone
+        elif route in ("session", "runs", "run"):  # a run's view reads its header (whole: when it waits on a call)
             store = _HeaderReads()
         else:
             store = s.app.state.core.manager.runs
@@ -173,8 +173,8 @@ class _Listing:
 
 
 class _HeaderReads:
-    """The server's read of a run's saved header (what a session's view reads of each of its runs)
-    as a ``load`` (what :func:`_answered_meanwhile` holds)."""
+    """The server's read of a run's saved header (what a run's view, and a session's view of each
+    of its runs, reads) as a ``load`` (what :func:`_answered_meanwhile` holds)."""
 
     @property
     def load(self) -> Any:

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tether.harness.state import RunState
+from tether.harness.store import RunStore
 from tether.messages import AssistantMessage, TextPart, ToolCallPart, ToolMessage, UserMessage
 from tether.server.store import SessionRecord, TurnRecord
 from tether.status import CancelledInterruption
@@ -42,6 +43,7 @@ def _session(s: Any, turns: int) -> tuple[str, list[str]]:
         run_id = f"run_{sid}_{k}"
         messages += [UserMessage.text(f"question {k}"), AssistantMessage(content=(TextPart(text=f"answer {k}"),))]
         state = RunState(run_id=run_id, session_id=sid, agent="plan", messages=list(messages), status="completed")
+        state.history_turns = k  # the turns before it came with the session's history
         if k == turns - 1:
             state.status, state.interruption = "interrupted", CancelledInterruption(reason="stopped by a person")
         core.runs.save(state)
@@ -90,6 +92,48 @@ def test_a_sessions_view_reads_no_more_for_each_turn_as_the_session_grows(
             assert view["turns"][-1]["resumable"] is True
     # Twice the turns, at most twice the work (before: 72 then 272 messages parsed).
     assert read[16] <= 2 * read[8] + 8, read
+
+
+def test_opening_a_long_session_reads_no_more_for_each_turn_as_it_grows(
+    server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: the page opens a session with its view, then asks each turn's run (GET /v1/runs/ID)
+    once its events are replayed; each run's view loaded the run whole (the conversation up to it),
+    so opening a session of n turns parsed about n² messages however its own view was read. A run's
+    view now reads its header (its turns as saved) and loads the run only when it waits on a call."""
+    parsed = _count_messages_read(monkeypatch)
+    read: dict[int, int] = {}
+    with server.client() as c:
+        for n in (8, 16):
+            sid, runs = _session(server, n)
+            before = parsed[0]
+            views = [c.get(f"/v1/runs/{run_id}").json() for run_id in runs]
+            listed = c.get("/v1/runs", params={"limit": n}).json()["runs"]
+            read[n] = parsed[0] - before
+            assert [v["turns"] for v in views] == [1] * n  # each run's own, not its history's
+            assert [v["status"] for v in views] == ["completed"] * (n - 1) + ["interrupted"]
+            assert views[-1]["resumable"] is True and views[-1]["waiting"]["type"] == "cancelled"
+            assert len(listed) == n and {r["turns"] for r in listed} == {1}
+        if isinstance(server.app.state.core.runs, RunStore):
+            _cut_short(server, runs[0])
+            for shown in (c.get(f"/v1/runs/{runs[0]}").json(), c.get(f"/v1/sessions/{sid}").json()["turns"][0]):
+                assert (shown["status"], shown["resumable"]) == ("completed", False), shown
+    assert read[16] <= 2 * read[8] + 8, read  # before: 144 then 544
+
+
+def _cut_short(s: Any, run_id: str) -> None:
+    """The run stopped by a person in a commit saved without fsync, whose transcript then lost its
+    last bytes (a power cut): the run is its commit before, completed. Its header alone says
+    interrupted and resumable; a view must not offer what a resume would not find."""
+    runs = RunStore(s.app.state.core.runs.root, fsync=False)
+    state = runs.load(run_id)
+    state.messages.append(UserMessage.text("one more thing"))
+    state.status, state.interruption = "interrupted", CancelledInterruption(reason="stopped by a person")
+    runs.save(state, durable=False)
+    runs.close()
+    transcript = next((s.home / "runs" / run_id).glob("messages*.jsonl"))
+    with open(transcript, "r+b") as f:
+        f.truncate(transcript.stat().st_size - 5)
 
 
 def _long_run(s: Any, size: int) -> str:

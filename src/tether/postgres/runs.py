@@ -330,9 +330,10 @@ class PgRunStore:
         state.commit_seq = int(seq)
         return state
 
-    def header_state(self, run_id: str) -> RunState | None:
-        """The run as its header says it, its messages not read (``messages`` is empty): what a
-        listing of many runs needs (see :func:`tether.server.runs.saved_header`). None: never saved."""
+    def header_state(self, run_id: str) -> tuple[RunState, int | None] | None:
+        """The run as its header says it, its messages not read (``messages`` is empty), and its
+        model turns as saved (None: the header does not count them): what a view of a run needs
+        but for the call it waits for (see :func:`tether.server.runs.saved_header`). None: never saved."""
         _check_run_id(run_id)
         with self._translated(f"read the header of run {run_id}"):
             rows = self.db.execute("SELECT header, commit_seq FROM tether_runs WHERE run_id = %s", (run_id,))
@@ -340,7 +341,8 @@ class PgRunStore:
             return None
         state = _state(run_id, rows[0][0])
         state.commit_seq = int(rows[0][1])
-        return state
+        turns = json.loads(rows[0][0]).get("turns")  # _state checked it is a JSON object
+        return state, turns if isinstance(turns, int) else None
 
     def check_current(self, state: RunState) -> None:
         """Refuse ``state`` if it is behind the run as saved (see

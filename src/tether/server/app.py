@@ -749,13 +749,15 @@ def run_view(
     histories: dict[str, list[Any]] | None = None,
 ) -> dict[str, Any]:
     """What the API says about a run. ``stopped``: a Stop of it was just taken (it may still be
-    ending in its run process). ``brief``: its status as a listing of a session's turns shows it,
-    read from the run's saved header alone (:func:`_brief_state`); ``waiting`` is left out.
+    ending in its run process). A run not given is read from its saved header, and whole only
+    when it waits on a call (:func:`_read_for_view`). ``brief``: its status as a listing of a
+    session's turns shows it, from the header alone; ``waiting`` is left out.
     ``histories``: sessions a listing has read already, by id (see :func:`_went_on_since`)."""
     live = core.manager.is_live(turn.run_id)
+    saved_turns = None  # the header's count when the state is its header alone
     if state is None:
         try:
-            state = _brief_state(core, turn.run_id, live) if brief else core.manager.state(turn.run_id)
+            state, saved_turns = _read_for_view(core, turn.run_id, live, waiting_too=not brief)
         except StoreError as exc:  # one damaged run does not hide the others in a listing
             if _database_away(exc):  # its state is in the database: said as unknown for now, never damaged
                 status = "running" if live and not stopped else "interrupted"
@@ -777,7 +779,7 @@ def run_view(
         "status": result.status,
         "reason": (CUT_GONE_ON if gone_on else _cut_reason(core, turn.run_id)) if stale else reason,
         "resumable": resumable and not gone_on,
-        "turns": result.turns,
+        "turns": result.turns if saved_turns is None else saved_turns,
         "prompt_tokens": result.usage.prompt_tokens,
         "completion_tokens": result.usage.completion_tokens,
         "cost_usd": result.cost_usd,
@@ -819,13 +821,27 @@ def _went_on_since(core: Core, state: RunState, histories: dict[str, list[Any]])
     return len(history) != state.session_synced and went_on(state, history)
 
 
-def _brief_state(core: Core, run_id: str, live: bool) -> RunState | None:
-    """A run's state for a listing: a live run's (or one held for the database) as the manager has
-    it, any other's from its saved header, its messages not read. Each run of a session holds the
-    conversation up to it: reading each whole made the view of a session of n turns read n²/2."""
+def _read_for_view(core: Core, run_id: str, live: bool, *, waiting_too: bool) -> tuple[RunState | None, int | None]:
+    """A run's state for its view, and its saved turn count when that state is its header alone (no
+    messages): a live run's (or one held for the database) as the manager has it; any other's from
+    its saved header (:func:`saved_header`), read whole only when ``waiting_too`` and it waits on a
+    call (what it waits for quotes the call's arguments). Each run of a session holds the
+    conversation up to it: reading each whole made a page that opens a session of n turns (its view,
+    then each turn's run) read n²/2 turns."""
     if live or run_id in getattr(core.manager, "unrecorded", {}):
-        return core.manager.state(run_id)
-    return saved_header(core.runs, run_id)
+        return core.manager.state(run_id), None
+    found = saved_header(core.runs, run_id)
+    if found is None:
+        return None, None
+    state, turns = found
+    if (
+        turns is not None
+        and waiting_too
+        and getattr(state.interruption, "call_id", None)
+        and state.status == "interrupted"
+    ):
+        return core.manager.state(run_id), None
+    return state, turns
 
 
 # A run whose state could not be read for the database being away (a run process's, say, just
@@ -1588,11 +1604,12 @@ def _transcript(core: Core, run_id: str) -> list[Any]:
         header = saved_header(core.runs, run_id)
     except StoreError:
         header = None  # said by the load below, as a whole read says it
-    key = (run_id, header.commit_seq) if header is not None else None
+    key = (run_id, header[0].commit_seq) if header is not None else None
     kept = core.transcripts.get(key) if key is not None else None
     if kept is not None:
         return kept
-    state = _saved_state(core, run_id)
+    whole = header is not None and header[1] is None  # saved_header read it whole already
+    state = header[0] if header is not None and whole else _saved_state(core, run_id)
     if state is None:
         return []
     if key is not None and state.commit_seq == key[1]:

@@ -15,6 +15,8 @@ import dataclasses
 import json
 import logging
 import os
+import re
+import stat
 import sys
 import threading
 import time
@@ -360,28 +362,49 @@ def waiting(state: RunState) -> dict[str, Any] | None:
     return data
 
 
-def saved_header(runs: Any, run_id: str) -> RunState | None:
+def saved_header(runs: Any, run_id: str) -> tuple[RunState, int | None] | None:
     """The run as its last commit's header says it (status, stop, usage, cost), its messages not
-    read (``messages`` is empty): what a listing of many runs needs, for one small read each. A
-    served session's k-th run holds the conversation up to it, so loading each whole made a session
-    of n turns read n²/2 turns. None: never saved; ``StoreError``: the header is damaged."""
+    read, and its model turns as saved: what a view of a run needs but for the call it waits for,
+    in one small read. A served session's k-th run holds the conversation up to it, so loading each
+    whole made a session of n turns read n²/2 turns. The turns are None when the state is the run
+    loaded whole instead: a store with no header of its own, a header that does not count its
+    turns, or a transcript shorter than its header counts (after a power cut the run is an earlier
+    commit, which the load finds). None: never saved; ``StoreError``: damaged."""
     header_state = getattr(runs, "header_state", None)  # PgRunStore: the row's header, no messages
     if header_state is not None:
-        found: RunState | None = header_state(run_id)
-        return found
-    if not isinstance(runs, RunStore):  # any other store: loaded whole
-        return runs.load(run_id) if runs.exists(run_id) else None
-    d = runs.root / run_id
+        found: tuple[RunState, int | None] | None = header_state(run_id)
+        if found is None or found[1] is not None:
+            return found
+    elif isinstance(runs, RunStore):
+        state = _header_of(runs.root, run_id)
+        if state is not None or not runs.exists(run_id):
+            return state
+    return (runs.load(run_id), None) if runs.exists(run_id) else None
+
+
+def _header_of(root: Path, run_id: str) -> tuple[RunState, int] | None:
+    """:func:`saved_header` in a :class:`RunStore`'s folder; None: read the run whole."""
+    d = root / run_id
     if "/" in run_id or "\\" in run_id or run_id.startswith(".") or os.path.islink(d):
         raise StoreError(f"{d} is not a run's folder (a link, or not a run id): it is not read through")
     header = read_header(d)
-    if header is None:
+    if header is None or header.get("run_id", run_id) != run_id:  # a copied folder: the load says so
         return None
-    if header.get("run_id", run_id) != run_id:  # a copied folder, as RunStore.load refuses it
-        raise StoreError(f"the header of {d} names run {header['run_id']!r}: a copy of that run's folder")
-    header.pop("turns", None)  # derived from the messages
+    turns, name = header.pop("turns", None), header.get("messages_file", "messages.jsonl")
+    # The header counts messages_bytes of its transcript; one that carries the bytes since the last
+    # fsync (synced_bytes) needs only those on disk. Shorter, or not a plain file: the load decides.
+    needed = header.get("synced_bytes", header.get("messages_bytes", 0))
+    if not isinstance(turns, int) or not isinstance(name, str) or not re.fullmatch(r"messages(-\d+)?\.jsonl", name):
+        return None
+    if needed:
+        try:
+            found = os.stat(d / name, follow_symlinks=False)
+        except OSError:
+            return None
+        if not stat.S_ISREG(found.st_mode) or found.st_size < needed:
+            return None
     try:
-        return RunState.model_validate({**header, "messages": []})
+        return RunState.model_validate({**header, "messages": []}), turns
     except ValueError as exc:
         raise StoreError(f"the header of {d} does not describe a run: {exc}") from None
 
