@@ -70,7 +70,10 @@ def _check(path: Any) -> int:
     settings = load_settings()  # a ConfigError is one line and exit code 2 (tether.cli.main)
     _check_definitions(settings, path)
     _check_telemetry(settings)
+    database = _check_database(settings)
     print(f"ok: {path}" if path.exists() else f"ok: {path} does not exist; every setting has its default")
+    if database:
+        print(database)
     status = sandbox_status(tool_settings(settings.tools).shell)
     if status.refused:
         print(f"tether: {status.sentence}", file=sys.stderr)
@@ -79,6 +82,20 @@ def _check(path: Any) -> int:
     if not status.available:
         print("tether: no OS sandbox on this machine: run_command asks before every command", file=sys.stderr)
     return 0
+
+
+def _check_database(settings: Any) -> str:
+    """With ``database_url``, every command that keeps anything opens the database first: one it
+    cannot reach is refused here too, with the same line (exit 2). What to say when it answers."""
+    from tether.postgres.db import redact
+    from tether.stores import database_of
+
+    if database_of(settings) is None:  # connects at once: a ConfigError saying what is wrong
+        return ""
+    return (
+        f"database: {redact(settings.database_url)} answers (runs, sessions, memory, knowledge bases "
+        "and the server's records are kept there)"
+    )
 
 
 def _check_telemetry(settings: Any) -> None:
