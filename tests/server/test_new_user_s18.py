@@ -154,3 +154,16 @@ def test_agents_given_to_create_app_are_named_and_checked_as_served_ones(tmp_pat
         run = c.post(f"/v1/sessions/{sid}/messages", json={"text": "Hi"}).json()
         assert read_events(c, run["events"])[-1]["result"]["status"] == "completed"
     assert RunStore(settings.home / "runs").load(run["run_id"]).agent == "helper"
+
+
+def test_the_guard_knows_its_routes_under_a_mount(tmp_path: Path, served: list[Uvicorn]) -> None:
+    """Was: mounted under a prefix, tether's checks compared the whole path (/agents/v1/...) with
+    its routes' own (/v1/...): the sign-in confirmation's form post was refused 415 as if it were
+    a cross-site form, and a Stop while the database is away was not known as a Stop (503). They
+    now read the path as its routes do, without the mount's prefix."""
+    up = start_uvicorn(_parent(tmp_path, with_lifespan=True), lifespan="on")
+    served.append(up)
+    with httpx.Client(base_url=up.url, timeout=30) as c:
+        r = c.post("/agents/v1/connections/callback", data={"key": "not-a-flow"})
+        assert r.status_code == 400 and "this sign-in is unknown" in r.text, r.text
+        assert r.headers["content-type"].startswith("text/html")

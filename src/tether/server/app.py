@@ -40,7 +40,7 @@ from tether.harness.limits import stopped_at_token_limit
 from tether.harness.state import RunState, approve, reject, spent_unknown_usd
 from tether.server.agents import checked_agents, describe, load_agents
 from tether.server.events import EventLog, hide_home, hide_home_in
-from tether.server.guard import LOCAL_ONLY, Guard, Lifespan, Unstarted, is_stop
+from tether.server.guard import LOCAL_ONLY, Guard, Lifespan, Unstarted, is_stop, route_path
 from tether.server.records import (
     PastTheEnd,
     json_bytes,
@@ -652,7 +652,7 @@ async def current_user(request: Request, authorization: Annotated[str | None, He
     try:
         user: str = await run_in_threadpool(_user, store, authorization, local)
     except Exception as exc:
-        if not (is_stop(request.method, request.url.path) and _database_away(exc)):
+        if not (is_stop(request.method, route_path(request.scope)) and _database_away(exc)):
             raise
         return _known_user(store, authorization)  # a Stop of a run driven here needs no database
     return user

@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["LOCAL_ONLY", "Guard", "Lifespan", "Unstarted", "is_stop"]
+__all__ = ["LOCAL_ONLY", "Guard", "Lifespan", "Unstarted", "is_stop", "route_path"]
 
 Scope = dict[str, Any]
 Receive = Callable[[], Any]
@@ -74,7 +74,7 @@ class Guard:
         local, away = self._local_only()
         if away is not None:
             # A Stop goes on (a run driven here stops without the database), as the server was last known.
-            known = self.known_local() if away == _AWAY and is_stop(scope["method"], scope.get("path", "")) else None
+            known = self.known_local() if away == _AWAY and is_stop(scope["method"], route_path(scope)) else None
             if known is None:
                 await _reply(send, 503, "unavailable", away)
                 return
@@ -143,7 +143,7 @@ class Guard:
                 return (403, "cross_site", f"refused a {scope['method']} from another site")
             has_body = headers.get("content-length", "0") != "0" or "transfer-encoding" in headers
             ctype = headers.get("content-type", "").split(";")[0].strip().lower()
-            form = scope.get("path") in _FORM_PATHS and ctype == "application/x-www-form-urlencoded"
+            form = route_path(scope) in _FORM_PATHS and ctype == "application/x-www-form-urlencoded"
             if has_body and ctype != "application/json" and not form:
                 return (415, "unsupported_media_type", "send the body as JSON with Content-Type: application/json")
         return None
@@ -196,6 +196,13 @@ def _cross_site(method: str, origin: str, scheme: str, host: str) -> str:
             "[serve] cors_origins"
         )
     return f"refused a {method} from another site ({origin})"
+
+
+def route_path(scope: Mapping[str, Any]) -> str:
+    """The request's path as this app's routes see it: without the prefix an app that mounts this
+    one put before it (``root_path``), as Starlette's router takes it off."""
+    path, root = str(scope.get("path", "")), str(scope.get("root_path", ""))
+    return path[len(root) :] if root and path.startswith(root + "/") else path
 
 
 def is_stop(method: str, path: str) -> bool:
