@@ -37,7 +37,7 @@ from tether.server.runs import resume_changes
 from tether.server.store import TurnRecord
 from tether.sessions import SessionStore
 
-__all__ = ["QueueAway", "RemoteLog", "RemoteRuns"]
+__all__ = ["NotContinued", "QueueAway", "RemoteLog", "RemoteRuns"]
 
 _log = logging.getLogger("tether.dispatch")
 
@@ -47,6 +47,21 @@ class QueueAway(StoreError):
     server answers 503: send the message again in a moment)."""
 
     unavailable = True
+
+
+class NotContinued(SessionBusy):
+    """A decision's or a resume's continuation the job table refused: another node started a run
+    in the session while this one waited for the run (the server answers 409)."""
+
+    conflict = True
+
+    def __init__(self, turn: TurnRecord, busy: str | None) -> None:
+        which = f" (run {busy})" if busy else ""
+        super().__init__(
+            f"run {turn.run_id} was not continued: session {turn.session_id} is answering another message"
+            f"{which}, sent meanwhile (to another server); wait for that run's done event, then read "
+            f"GET /v1/runs/{turn.run_id} for what it waits for, if it can still go on"
+        )
 
 
 def _job_config(turn: TurnRecord, text: str) -> dict[str, Any]:
@@ -312,20 +327,25 @@ class RemoteRuns:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        self.jobs.enqueue(
-            run_id=turn.run_id,
-            session_id=turn.session_id,
-            owner=turn.owner,
-            agent=turn.agent,
-            kind="continue",
-            prompt=None,
-            chosen=chosen,
-            changes=changes,
-            # Kept from the start's job while its row is; a row forgotten since (a run that waited
-            # for a person longer than [dispatch] keep_events_days) left the part without the
-            # message's trace id, and a worker with telemetry refused to run it.
-            config=_job_config(turn, turn.text),
-        )
+        try:
+            self.jobs.enqueue(
+                run_id=turn.run_id,
+                session_id=turn.session_id,
+                owner=turn.owner,
+                agent=turn.agent,
+                kind="continue",
+                prompt=None,
+                chosen=chosen,
+                changes=changes,
+                # Kept from the start's job while its row is; a row forgotten since (a run that waited
+                # for a person longer than [dispatch] keep_events_days) left the part without the
+                # message's trace id, and a worker with telemetry refused to run it.
+                config=_job_config(turn, turn.text),
+            )
+        except AlreadyQueued:
+            raise
+        except SessionBusy:  # another node started a run in the session while this one waited
+            raise NotContinued(turn, self.jobs.live_run_of(turn.session_id)) from None
         self._stop_if_asked(turn.run_id)
         self._dispatch(turn.run_id, "the run was not continued: send the decision (or the resume) again in a moment")
 

@@ -479,6 +479,8 @@ def _handlers(app: FastAPI) -> None:
     async def store_error(request: Request, exc: StoreError) -> JSONResponse:
         if getattr(exc, "unavailable", False):  # the queue's broker is away (tether.dispatch.remote.QueueAway)
             return _error(503, "unavailable", str(exc))
+        if getattr(exc, "conflict", False):  # another node took the session (tether.dispatch.remote.NotContinued)
+            return _error(409, "conflict", str(exc))
         raise exc  # a 500, as any error no route answers
 
     psycopg = sys.modules.get("psycopg")  # loaded by the Postgres stores when they are in use
