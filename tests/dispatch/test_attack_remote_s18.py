@@ -47,3 +47,29 @@ def test_a_decision_whose_session_another_node_took_meanwhile_is_a_409_that_says
         events = read_events(client, f"/v1/runs/{other_id}/events")
         assert events[-1]["event"] == "done", events[-1]
     assert run_id + ":call_ship" not in c.shipped()
+
+
+def test_a_decision_whose_run_the_worker_never_lets_go_is_a_503_to_send_again(cluster, pg_url, monkeypatch):
+    """Was: a decision whose run stayed held by another process (a worker slow to let go of it)
+    longer than the node waits for it failed with a bare 500 Internal Server Error. Now it is a 503
+    saying the run is still held and nothing was decided: sent again once it is let go, it goes on."""
+    from tether.dispatch.remote import RemoteRuns
+
+    monkeypatch.setattr(RemoteRuns, "let_go_s", 0.3, raising=False)  # the wait, shortened
+    c = cluster()
+    url = c.node()
+    with httpx.Client(base_url=url, timeout=HANG_S) as client:
+        sid = _session(client, "ship_approved")
+        run_id, asked = _asking(client, sid)
+        with _held_elsewhere(pg_url, run_id):
+            held = _decide(url, run_id, asked)
+        assert held.status_code == 503, held.text
+        message = held.json()["error"]["message"]
+        assert f"run {run_id} is still held by another process" in message, message
+        assert "nothing was decided or run" in message and "send the decision (or the resume) again" in message, message
+        assert c.shipped() == []
+        again = _decide(url, run_id, asked)
+        assert again.status_code == 202, again.text
+        rest = read_events(client, f"/v1/runs/{run_id}/events", last_event_id=int(asked["id"]))
+        assert rest[-1]["event"] == "done" and rest[-1]["result"]["status"] == "completed", rest[-1]
+    assert c.shipped() == [f"{run_id}:call_ship"]

@@ -37,7 +37,7 @@ from tether.server.runs import resume_changes
 from tether.server.store import TurnRecord
 from tether.sessions import SessionStore
 
-__all__ = ["NotContinued", "QueueAway", "RemoteLog", "RemoteRuns"]
+__all__ = ["NotContinued", "QueueAway", "RemoteLog", "RemoteRuns", "StillHeld"]
 
 _log = logging.getLogger("tether.dispatch")
 
@@ -47,6 +47,19 @@ class QueueAway(StoreError):
     server answers 503: send the message again in a moment)."""
 
     unavailable = True
+
+
+class StillHeld(StoreError):
+    """A decision's or a resume's run still held by another process (a worker slow to let go of it)
+    once the node has waited for it: nothing was saved (the server answers 503)."""
+
+    unavailable = True
+
+    def __init__(self, run_id: str, waited_s: float) -> None:
+        super().__init__(
+            f"run {run_id} is still held by another process (a worker stopping it) after {waited_s:g} s; "
+            "nothing was decided or run: send the decision (or the resume) again in a moment"
+        )
 
 
 class NotContinued(SessionBusy):
@@ -88,6 +101,8 @@ class _Starting:
 
 
 class RemoteRuns:
+    let_go_s = 10.0  # how long a decision waits for the worker that just stopped its run to let go
+
     def __init__(
         self, *, jobs: Jobs, runs: Any, sessions: SessionStore, dispatcher: Dispatcher, poll_s: float = 2.0
     ) -> None:
@@ -312,10 +327,12 @@ class RemoteRuns:
         max_budget_usd: float | None = None,
         max_run_tokens: int | None = None,
     ) -> None:
-        """Save the decided state and queue the run's continuation (blocking, up to 10 s while the
-        worker that stopped the run lets go of it: the server calls :meth:`carry_on`)."""
+        """Save the decided state and queue the run's continuation (blocking, up to ``let_go_s`` while
+        the worker that stopped the run lets go of it: the server calls :meth:`carry_on`)."""
         changes = resume_changes(state, more_turns, max_budget_usd, max_run_tokens)
-        deadline = time.monotonic() + 10
+        from tether.postgres.runs import RunHeld
+
+        deadline = time.monotonic() + self.let_go_s
         while True:  # the worker that just stopped the run may not have let go of it yet
             try:
                 with self.runs.lock(turn.run_id):  # a decision written into the state is saved before it is queued
@@ -323,8 +340,10 @@ class RemoteRuns:
                 break
             except StaleRunError:
                 raise  # the run was saved since the decision was made on it: waiting cannot help
-            except StoreError:
+            except StoreError as exc:
                 if time.monotonic() > deadline:
+                    if isinstance(exc, RunHeld):  # else a bare 500
+                        raise StillHeld(turn.run_id, self.let_go_s) from exc
                     raise
                 time.sleep(0.05)
         try:
