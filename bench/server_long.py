@@ -13,7 +13,8 @@ client that throws the body away as it comes:
   are forgotten before each);
 - **peak MiB**: the most memory Python held during one read above what it held before
   (tracemalloc; a separate read, as tracing slows it down);
-- **body MiB**: the response's size. ``page`` rows read the same record in pages of 1,000
+- **body MiB**: the response's size. "page opens it": the session's view, then GET /v1/runs/ID
+  for each turn, as the page asks when it opens a session (one read, no peak taken). ``page`` rows read the same record in pages of 1,000
   (``?limit=1000``, then ``?after=NEXT``): the time is for all of them, the peak is one page's.
 
 Writes bench/results/server_long.json.
@@ -143,6 +144,15 @@ def _cold(app: Any) -> None:
         kept.clear()
 
 
+def _opened(client: Any, sid: str) -> tuple[int, str]:
+    """What the page asks when it opens a session: its view, then each turn's run."""
+    r = client.get(f"/v1/sessions/{sid}")
+    size = len(r.content)
+    for turn in r.json()["turns"]:
+        size += len(client.get(f"/v1/runs/{turn['run_id']}").content)
+    return size, str(r.status_code)
+
+
 def _measure(app: Any, client: Any, path: str, paged: bool = False) -> dict[str, Any]:
     times = []
     for _ in range(3):
@@ -189,6 +199,11 @@ def main() -> None:
         url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
         with httpx.Client(base_url=url, timeout=600) as client:
             for n, sid in made.items():
+                t0 = time.perf_counter()
+                size, status = _opened(client, sid)
+                ms = round((time.perf_counter() - t0) * 1000, 1)
+                opened = {"ms": ms, "peak_mib": None, "body_mib": round(size / MiB, 2), "status": status}
+                rows.append({"what": "page opens it (view + each run)", "size": f"{n} turns"} | opened)
                 rows.append(
                     {"what": "GET /v1/sessions/{id}", "size": f"{n} turns"}
                     | _measure(app, client, f"/v1/sessions/{sid}")
@@ -204,7 +219,8 @@ def main() -> None:
         thread.join(30)
     print(f"{'request':32} {'size':>12} {'ms':>9} {'peak MiB':>9} {'body MiB':>9} status")
     for r in rows:
-        print(f"{r['what']:32} {r['size']:>12} {r['ms']:>9} {r['peak_mib']:>9} {r['body_mib']:>9} {r['status']}")
+        peak = "-" if r["peak_mib"] is None else r["peak_mib"]
+        print(f"{r['what']:32} {r['size']:>12} {r['ms']:>9} {peak:>9} {r['body_mib']:>9} {r['status']}")
     write_results("server_long", {"commit": tether_commit(), "rows": rows})
 
 

@@ -169,12 +169,14 @@ def _pages(c: httpx.Client, path: str, key: str, limit: int, after: int = 0) -> 
         after = page["next"]
 
 
-def test_a_transcript_read_a_page_at_a_time_gives_every_message_once_in_order(server: Any) -> None:
+def test_a_transcript_read_a_page_at_a_time_gives_every_message_once_in_order(
+    server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Was: GET /v1/runs/{id}/transcript was one JSON body of every message (18 MiB for 40,000
     messages, held as dicts and then as bytes at once: 185 MiB for that request), and ``after`` and
     ``limit`` were ignored. Pages now hold at most ``limit`` messages with ``next`` for the rest; put
     together they are the whole transcript, a call's withheld arguments hidden on its page too
-    (its result, which says so, is on the next)."""
+    (its result, which says so, is on the next), and the run is read once for all of them."""
     run_id = _long_run(server, 23)
     path = f"/v1/runs/{run_id}/transcript"
     with server.client() as c:
@@ -184,7 +186,9 @@ def test_a_transcript_read_a_page_at_a_time_gives_every_message_once_in_order(se
         call = whole["messages"][3]["content"][1]
         assert call["arguments"] == "[arguments withheld: it held the system prompt]"
         assert call["withheld"] == "it held the system prompt"
+        parsed = _count_messages_read(monkeypatch)
         pages = list(_pages(c, path, "messages", 4))
+        assert parsed[0] == 23  # the run is loaded once for its six pages, not once a page
         assert [p["next"] for p in pages] == [4, 8, 12, 16, 20, None]
         assert [m for p in pages for m in p["messages"]] == whole["messages"]
         assert pages[0]["messages"][3]["content"][1] == call  # its result is on the second page

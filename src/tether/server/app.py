@@ -45,10 +45,11 @@ from tether.server.records import (
     PastTheEnd,
     json_bytes,
     line_starts,
+    page_bounds,
+    people_json,
     read_trace_bytes,
     streamed_object,
     trace_page,
-    transcript_page,
 )
 from tether.server.runs import CUT, NEVER_BEGAN, NOT_BEGUN, RunLog, RunManager, Runs, saved_header, waiting
 from tether.server.store import FeedbackRecord, ServerStore, SessionRecord, TurnRecord, text_digest
@@ -172,9 +173,9 @@ class Core:
     runs: Any  # RunStore, or PgRunStore with database_url
     manager: Runs  # RunManager, or RemoteRuns with --workers external
     telemetry: Any
-    # Finished runs' transcripts as last read, by (run id, commit): a client reading one a page at a
-    # time loads it once, not once a page (see _transcript).
-    transcripts: ByteLRU[tuple[str, int], list[Any]] = field(default_factory=lambda: ByteLRU(TRANSCRIPT_CACHE_BYTES))
+    # Finished runs' transcripts encoded as sent, by (run id, commit): a client reading one a page at
+    # a time has it loaded once, not once a page (see _transcript_page).
+    transcripts: ByteLRU[tuple[str, int], list[bytes]] = field(default_factory=lambda: ByteLRU(TRANSCRIPT_CACHE_BYTES))
     # Where each line of a trace begins, by (run id, the trace's size): the same for its pages.
     trace_lines: ByteLRU[tuple[str, int], list[int]] = field(default_factory=lambda: ByteLRU(TRACE_LINES_CACHE_BYTES))
 
@@ -1568,9 +1569,8 @@ def _record_routes(app: FastAPI, core: Core) -> None:
     @app.get("/v1/runs/{run_id}/transcript", summary="The run's messages as saved", response_class=StreamingResponse)
     async def transcript(run_id: str, user: User, after: After = 0, limit: PageLimit = None) -> Response:
         _turn(core, run_id, user)
-        messages = await asyncio.to_thread(_transcript, core, run_id)
         try:
-            items, following = transcript_page(messages, after, limit)
+            items, following = await asyncio.to_thread(_transcript_page, core, run_id, after, limit)
         except PastTheEnd as exc:
             compacted = "; a compaction may have rewritten a live run's transcript since: read it again from after=0"
             raise _past_the_end(exc, f"the transcript of run {run_id}", "messages", compacted) from None
@@ -1595,28 +1595,36 @@ def _record_routes(app: FastAPI, core: Core) -> None:
         return _streamed({"run_id": run_id}, "lines", items, lambda: {"next": following()})
 
 
-def _transcript(core: Core, run_id: str) -> list[Any]:
-    """The run's messages as saved. A finished run's are kept (a few, by their size) under the
-    commit they were read at: each page a client asks for costs a read of the run's header, not a
-    load of every message (40,000 messages are a second to load)."""
+def _transcript_page(core: Core, run_id: str, after: int, limit: int | None) -> tuple[Iterator[bytes], int | None]:
+    """The run's messages as saved after the first ``after`` (at most ``limit``), encoded as sent,
+    and the ``next`` page's ``after``. A page of a finished run encodes all its messages once and
+    keeps them (a few runs', by their size) under the commit they were read at: each page a client
+    asks for then costs a read of the run's header, not a load of every message (40,000 messages
+    are a second to load). A whole read is encoded as it is sent, and kept by no one."""
     if core.manager.is_live(run_id) or run_id in getattr(core.manager, "unrecorded", {}):
-        state = _saved_state(core, run_id)  # in memory, or changing at every step
-        return [] if state is None else state.messages
+        state = _saved_state(core, run_id)  # in memory, changing at every step: sent as it is now
+        return _people_page([] if state is None else list(state.messages), after, limit)
     try:
         header = saved_header(core.runs, run_id)
     except StoreError:
         header = None  # said by the load below, as a whole read says it
     key = (run_id, header[0].commit_seq) if header is not None else None
     kept = core.transcripts.get(key) if key is not None else None
-    if kept is not None:
-        return kept
-    whole = header is not None and header[1] is None  # saved_header read it whole already
-    state = header[0] if header is not None and whole else _saved_state(core, run_id)
-    if state is None:
-        return []
-    if key is not None and state.commit_seq == key[1]:
-        core.transcripts.put(key, state.messages, _weight(state.messages))
-    return state.messages
+    if kept is None:
+        whole = header is not None and header[1] is None  # saved_header read it whole already
+        state = header[0] if header is not None and whole else _saved_state(core, run_id)
+        messages = [] if state is None else state.messages
+        if limit is None or key is None or state is None or state.commit_seq != key[1]:
+            return _people_page(messages, after, limit)
+        kept = list(people_json(messages))
+        core.transcripts.put(key, kept, sum(len(b) + 48 for b in kept))  # 48: a bytes object, its slot
+    stop, following = page_bounds(len(kept), after, limit)
+    return iter(kept[after:stop]), following
+
+
+def _people_page(messages: list[Any], after: int, limit: int | None) -> tuple[Iterator[bytes], int | None]:
+    stop, following = page_bounds(len(messages), after, limit)
+    return people_json(messages, after, stop), following
 
 
 def _trace_lines(core: Core, run_id: str, data: bytes) -> list[int]:
@@ -1628,16 +1636,6 @@ def _trace_lines(core: Core, run_id: str, data: bytes) -> list[int]:
         starts = line_starts(data)
         core.trace_lines.put(key, starts, 40 * len(starts))
     return starts
-
-
-def _weight(messages: list[Any]) -> int:
-    """About what a loaded transcript holds in memory: 1.5 KiB a message, and its text twice."""
-    size = 0
-    for m in messages:
-        size += 1536  # measured: 20,000 loaded messages of this bench hold 38 MiB, 1.5 KiB each and their text
-        for part in m.content:
-            size += 2 * len(getattr(part, "text", "") or getattr(part, "arguments", "") or getattr(part, "data", ""))
-    return size
 
 
 TRANSCRIPT_CACHE_BYTES = 64 << 20

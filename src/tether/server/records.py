@@ -19,10 +19,11 @@ __all__ = [
     "PastTheEnd",
     "json_bytes",
     "line_starts",
+    "page_bounds",
+    "people_json",
     "read_trace_bytes",
     "streamed_object",
     "trace_page",
-    "transcript_page",
 ]
 
 _PIECE = 64 * 1024  # bytes per piece sent: few sends, little held
@@ -73,24 +74,26 @@ def _check_after(after: int, count: int) -> None:
         raise PastTheEnd(after, count)
 
 
-def transcript_page(messages: Sequence[Message], after: int, limit: int | None) -> tuple[Iterator[bytes], int | None]:
-    """The messages after the first ``after`` (at most ``limit``), each as people may read it — a
-    call whose arguments a guardrail refused shows ``[arguments withheld: why]`` in their place,
-    and ``withheld`` says why — encoded one at a time; and the ``next`` page's ``after``."""
-    _check_after(after, len(messages))
-    stop = len(messages) if limit is None else min(len(messages), after + limit)
-    withheld = withheld_arguments(messages)  # of every message: a reply's results may be on the next page
+def page_bounds(count: int, after: int, limit: int | None) -> tuple[int, int | None]:
+    """Where a page of ``count`` items that starts after the first ``after`` stops, and the
+    ``next`` page's ``after`` (None: it reaches the end). ``PastTheEnd`` when ``after > count``."""
+    _check_after(after, count)
+    stop = count if limit is None else min(count, after + limit)
+    return stop, stop if stop < count else None
 
-    def encoded() -> Iterator[bytes]:
-        for i in range(after, stop):
-            out = messages[i].model_dump(mode="json")
-            for part in out["content"] if i in withheld else ():
-                why = withheld[i].get(part.get("id")) if part.get("type") == "tool_call" else None
-                if why is not None:
-                    part["arguments"], part["withheld"] = withheld_text(why), why
-            yield json_bytes(out)
 
-    return encoded(), stop if stop < len(messages) else None
+def people_json(messages: Sequence[Message], start: int = 0, stop: int | None = None) -> Iterator[bytes]:
+    """``messages[start:stop]``, each as people may read it — a call whose arguments a guardrail
+    refused shows ``[arguments withheld: why]`` in their place, and ``withheld`` says why — encoded
+    one at a time (what withholds a reply's arguments is its results, maybe past ``stop``)."""
+    withheld = withheld_arguments(messages)
+    for i in range(start, len(messages) if stop is None else stop):
+        out = messages[i].model_dump(mode="json")
+        for part in out["content"] if i in withheld else ():
+            why = withheld[i].get(part.get("id")) if part.get("type") == "tool_call" else None
+            if why is not None:
+                part["arguments"], part["withheld"] = withheld_text(why), why
+        yield json_bytes(out)
 
 
 def trace_page(
