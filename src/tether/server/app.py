@@ -1613,8 +1613,10 @@ def _transcript_page(core: Core, run_id: str, after: int, limit: int | None) -> 
     if kept is None:
         whole = header is not None and header[1] is None  # saved_header read it whole already
         state = header[0] if header is not None and whole else _saved_state(core, run_id)
-        messages = [] if state is None else state.messages
-        if limit is None or key is None or state is None or state.commit_seq != key[1]:
+        # A decision or a resume may have continued the run since the header was read: then this is
+        # the very list the run changes (taken as it is now), and not a finished run's to keep.
+        messages = [] if state is None else list(state.messages)
+        if limit is None or key is None or state is None or state.commit_seq != key[1] or core.manager.is_live(run_id):
             return _people_page(messages, after, limit)
         kept = list(people_json(messages))
         core.transcripts.put(key, kept, sum(len(b) + 48 for b in kept))  # 48: a bytes object, its slot
