@@ -201,6 +201,8 @@ class RunResult(_Frozen):
     cost_usd: float | None = 0.0
     # Worst case of model requests in flight when a process died: billed, but never counted.
     cost_unknown_usd: float = 0.0
+    # The same in tokens (prompt and max_tokens of each), counted against max_run_tokens.
+    tokens_unknown: int = 0
     unpriced_models: list[str] = []  # models that answered without a known price
     # Per tool: calls, errors, answers from the read-only cache (whole numbers), total milliseconds.
     tool_stats: dict[str, dict[str, int | float]] = {}

@@ -508,7 +508,7 @@ def _check_token_limit_allows_more(state: RunState, args: argparse.Namespace) ->
     stops again at once; a new limit the run has already used is refused whatever it stopped for."""
     from tether.harness.limits import stopped_at_token_limit
 
-    used, given = state.usage.total_tokens, args.max_run_tokens
+    used, given = state.spent_tokens, args.max_run_tokens
     if stopped_at_token_limit(state) and (given is None or given <= used):
         limit = state.config.get("max_run_tokens")
         of = f" of {limit:,}" if isinstance(limit, int) else ""

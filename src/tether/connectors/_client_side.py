@@ -172,7 +172,7 @@ class ClientSide:
         self.names[key] = tool_name
         self.samples[key] = self.asked[key] = self.elicited[key] = 0
         self.spent_at_start[key] = ctx.state.spent_usd if ctx.state is not None else 0.0
-        self.used_at_start[key] = ctx.state.usage.total_tokens if ctx.state is not None else 0
+        self.used_at_start[key] = ctx.state.spent_tokens if ctx.state is not None else 0
         self.pending.pop(key, None)
         from tether.status import ElicitationInterruption, SamplingInterruption
 
@@ -422,7 +422,7 @@ class ClientSide:
         if ctx.tokens_left is None:
             return None
         state = ctx.state
-        used = state.usage.total_tokens
+        used = state.spent_tokens
         since = max(0, used - self.used_at_start.get(key, used))
         note = state.call_in_flight
         out = note.prompt_tokens + note.max_tokens if note is not None else 0

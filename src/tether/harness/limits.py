@@ -149,10 +149,15 @@ def plan_call(agent: Agent, state: RunState, price: Price | None, prompt_tokens:
     least = least_output(agent)
     left = output_left(agent, state, prompt)
     if left is not None and left < least:
+        lost = (
+            f"; {state.tokens_unknown:,} more counted, the worst case, for requests lost in a crash"
+            if state.tokens_unknown
+            else ""
+        )
         return Stop(
             "budget_exceeded",
             f"{TOKEN_LIMIT} ({agent.max_run_tokens:,}, {state.usage.total_tokens:,} used) leaves too few for "
-            f"another call: ~{prompt:,} prompt tokens plus at least {least} output tokens",
+            f"another call: ~{prompt:,} prompt tokens plus at least {least} output tokens{lost}",
         )
     max_tokens = agent.max_tokens if left is None else min(agent.max_tokens, left)
     if agent.max_budget_usd is None:
@@ -188,11 +193,12 @@ def output_left(agent: Agent, state: RunState, prompt: int, pending: int = 0) ->
     """The output tokens ``max_run_tokens`` leaves a call whose prompt is ``prompt`` tokens (None: no
     limit): the limit less every token the run's usage counts (its turns, retries, summaries, a
     policy's calls, what a call cut short consumed, and its sub-agents' tokens, all charged there
-    as they are to the cost), less ``pending`` tokens not charged yet (a request already out,
+    as they are to the cost) and the worst case of requests lost in a crash (``tokens_unknown``,
+    as ``cost_unknown_usd`` for the budget), less ``pending`` tokens not charged yet (a request already out,
     replies of the turn) and those promised to work running beside the call (a sub-agent's share)."""
     if agent.max_run_tokens is None:
         return None
-    return agent.max_run_tokens - state.usage.total_tokens - pending - state.held_tokens - prompt
+    return agent.max_run_tokens - state.spent_tokens - pending - state.held_tokens - prompt
 
 
 def least_output(agent: Agent) -> int:

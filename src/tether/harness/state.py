@@ -225,6 +225,9 @@ class RunState(BaseModel):
     # Charges tether could not count exactly: the worst case of requests that were in flight when
     # the process died. Counted against the budget with ``cost_usd``.
     cost_unknown_usd: float = 0.0
+    # The same in tokens (each such request's prompt and its whole max_tokens): counted against
+    # ``max_run_tokens`` with ``usage``, never added to it (usage is what providers reported).
+    tokens_unknown: int = 0
     # Models that answered in this run with no known price: their calls cost an unknown amount,
     # so the run's cost is unknown (``RunResult.cost_usd`` is None), never a silent zero.
     unpriced_models: list[str] = Field(default_factory=list)
@@ -348,6 +351,11 @@ class RunState(BaseModel):
         """What the budget counts: the cost counted, plus the worst case of lost requests."""
         return self.cost_usd + self.cost_unknown_usd
 
+    @property
+    def spent_tokens(self) -> int:
+        """What ``max_run_tokens`` counts: the tokens used, plus the worst case of lost requests."""
+        return self.usage.total_tokens + self.tokens_unknown
+
     def hold(self, key: str, unspent: Callable[[], float] | None) -> None:
         """Promise part of the budget to work that spends on its own while other calls may too (a
         sub-agent given its budget): ``unspent()`` says how much of the promise it has not spent
@@ -435,6 +443,7 @@ class RunState(BaseModel):
             usage=self.usage,
             cost_usd=None if self.unpriced_models else self.cost_usd,
             cost_unknown_usd=self.cost_unknown_usd,
+            tokens_unknown=self.tokens_unknown,
             unpriced_models=list(self.unpriced_models),
             tool_stats={name: stats.model_dump() for name, stats in self.tool_stats.items()},
         )

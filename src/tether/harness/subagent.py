@@ -181,6 +181,7 @@ def _reference(child: RunState) -> dict[str, Any]:
         "status": child.status,
         "cost_usd": child.cost_usd,
         "cost_unknown_usd": child.cost_unknown_usd,
+        "tokens_unknown": child.tokens_unknown,
         "usage": child.usage.model_dump(mode="json"),
         "turns": child.turns,
         "delegated_turns": child.delegated_turns,
@@ -257,6 +258,10 @@ def charge_child(parent: RunState, call_id: str, child: RunState) -> None:
     turns = charged_turns(parent, call_id)
     parent.cost_usd += child.cost_usd - cost
     parent.cost_unknown_usd += child.cost_unknown_usd - unknown
+    saved = children(parent).get(call_id)
+    parent.tokens_unknown += child.tokens_unknown - int(
+        saved.get("tokens_unknown") or 0 if isinstance(saved, dict) else 0
+    )
     parent.delegated_turns += child.turns + child.delegated_turns - turns
     before, now = charged_usage(parent, call_id), child.usage
     if now != before:
@@ -345,6 +350,7 @@ def _let_go(parent: RunState) -> None:
                 "misconfiguration",
                 "cost_usd",
                 "cost_unknown_usd",
+                "tokens_unknown",
                 "usage",
                 "turns",
                 "delegated_turns",
@@ -712,6 +718,7 @@ class AgentTool:
             "output": _bounded(result.text, self.name),
             "cost_usd": child.cost_usd,
             "cost_unknown_usd": child.cost_unknown_usd,
+            "tokens_unknown": child.tokens_unknown,
             "usage": child.usage.model_dump(mode="json"),
             "turns": result.turns,
             "delegated_turns": child.delegated_turns,

@@ -589,7 +589,7 @@ def _tool_context(rc: RunContext, call: ToolCallPart, key: str | None) -> ToolCo
         budget_left_usd=None if agent.max_budget_usd is None else agent.max_budget_usd - state.spent_usd,
         reserve=lambda: _reserve(rc),
         turns_left=None if agent.max_turns is None else agent.max_turns - state.turns - state.delegated_turns,
-        tokens_left=None if agent.max_run_tokens is None else agent.max_run_tokens - state.usage.total_tokens,
+        tokens_left=None if agent.max_run_tokens is None else agent.max_run_tokens - state.spent_tokens,
         token_reserve=lambda: _reserve_tokens(rc),
         on_save=lambda durable: rc.persist(durable=durable),
         run_agent=rc.run_agent,

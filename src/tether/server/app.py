@@ -1936,7 +1936,7 @@ def _check_resumable(state: RunState, body: ResumeBody) -> None:
 def _check_token_limit_raised(state: RunState, body: ResumeBody) -> None:
     """A run its token limit stopped goes on only with a larger one (a new total, as the budget's);
     a new limit it has already used is refused whatever it stopped for."""
-    used, given = state.usage.total_tokens, body.max_run_tokens
+    used, given = state.spent_tokens, body.max_run_tokens
     if stopped_at_token_limit(state) and (given is None or given <= used):
         raise ApiError(
             409,
