@@ -252,15 +252,17 @@ def confirm_page(asked: Confirm) -> str:
     user, server = html.escape(asked.user), html.escape(asked.server)
     return (
         f"<!doctype html><meta charset=utf-8><title>tether: connect {server} for {user}?</title>"
+        "<link rel=icon href='data:,'>"  # no /favicon.ico asked of the host (not tether's under a prefix)
         f"<p>You signed in to <b>{server}</b>. Connecting makes that account the one the runs of the "
         f"tether user <b>{user}</b> act with.</p>"
         "<p>The sign-in was started somewhere else than this browser (through the API, or by "
         "someone who sent you its link). Connect only if you are that user.</p>"
-        "<form method=post action='/v1/connections/callback'>"
+        # Relative (as the links below): tether's app may be mounted under a prefix.
+        "<form method=post action='callback'>"
         f"<input type=hidden name=state value='{html.escape(asked.state, quote=True)}'>"
         f"<input type=hidden name=confirm value='{html.escape(asked.key, quote=True)}'>"
         f"<button type=submit>Connect to {user}</button></form>"
-        "<p><a href='/'>Do not connect</a> (the sign-in lapses in five minutes)</p>"
+        "<p><a href='../../'>Do not connect</a> (the sign-in lapses in five minutes)</p>"
     )
 
 
@@ -269,5 +271,6 @@ def finished_page(said: str, ok: bool) -> str:
     title = "Connected" if ok else "Not connected"
     return (
         f"<!doctype html><meta charset=utf-8><title>tether: {title}</title>"
-        f"<p>{html.escape(said)}</p><p><a href='/'>Back to tether</a></p>"
+        "<link rel=icon href='data:,'>"
+        f"<p>{html.escape(said)}</p><p><a href='../../'>Back to tether</a></p>"
     )

@@ -72,12 +72,15 @@ _PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
 }
-# The page that asks whose account a sign-in connects posts its one form back to the server.
+# The page that asks whose account a sign-in connects posts its one form back to the server. Its
+# referrer policy lets that post say its origin: under no-referrer a browser sends `Origin: null`,
+# which the Guard refuses as another site's.
 _CONFIRM_HEADERS = {
     **_PAGE_HEADERS,
     "Content-Security-Policy": _PAGE_HEADERS["Content-Security-Policy"].replace(
         "form-action 'none'", "form-action 'self'"
     ),
+    "Referrer-Policy": "same-origin",
 }
 
 
@@ -308,7 +311,7 @@ def _connection_routes(app: FastAPI, settings: Settings) -> None:
                 BROWSER_COOKIE,
                 key,
                 max_age=int(FLOW_TIMEOUT_S),
-                path="/v1/connections",
+                path=f"{request.scope.get('root_path', '')}/v1/connections",  # under the mount's prefix, if any
                 secure=request.url.scheme == "https",
                 httponly=True,
                 samesite="lax",  # sent when the authorization server sends the browser back

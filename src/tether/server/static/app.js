@@ -10,6 +10,10 @@ const TOKEN_KEY = "tether.token";
 const TOKEN_CHARS = /^[\x21-\x7e]+$/; // what an Authorization header can carry of a token
 const ARGS_SHOWN = 120; // characters of a tool's arguments in its step line
 const APPROVAL_ARGS_INLINE = 300; // longer arguments of a call to allow get a scrolling box of their own
+// The page is the root of tether's app, which an app of the user's may mount under a prefix (the
+// page then at /agents/): the API's paths, written from that root, are resolved against the page's folder.
+const ROOT = new URL(".", location.href);
+const at = (path) => new URL(path.replace(/^\//, ""), ROOT).href;
 
 const state = {
   token: TOKEN_CHARS.test(sessionStorage.getItem(TOKEN_KEY) || "") ? sessionStorage.getItem(TOKEN_KEY) : "",
@@ -182,7 +186,7 @@ async function failure(res) {
 
 async function api(path, { method = "GET", body, signal } = {}) {
   const headers = authHeaders(body === undefined ? {} : { "Content-Type": "application/json" });
-  const res = await fetch(path, {
+  const res = await fetch(at(path), {
     method, headers, signal, body: body === undefined ? undefined : JSON.stringify(body),
   });
   if (!res.ok) throw await failure(res);
@@ -195,7 +199,7 @@ async function api(path, { method = "GET", body, signal } = {}) {
 async function readEvents(runId, after, onEvent, signal) {
   const headers = authHeaders({ Accept: "text/event-stream" });
   if (after != null) headers["Last-Event-ID"] = String(after);
-  const res = await fetch(`/v1/runs/${encodeURIComponent(runId)}/events`, { headers, signal, cache: "no-store" });
+  const res = await fetch(at(`/v1/runs/${encodeURIComponent(runId)}/events`), { headers, signal, cache: "no-store" });
   if (!res.ok) throw await failure(res);
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
