@@ -1,5 +1,6 @@
 """The page of ``tether serve`` in Chromium where a new user met it failing: tether's app mounted
-under a prefix in the user's own FastAPI app (docs/server.md, "In your own FastAPI app")."""
+under a prefix in the user's own FastAPI app (docs/server.md, "In your own FastAPI app"), and a
+run stopped at one of its limits, which Resume alone cannot continue."""
 
 from __future__ import annotations
 
@@ -92,6 +93,57 @@ def test_the_page_works_with_tethers_app_mounted_under_a_prefix(
     strays = [u for u in asked if u.startswith(host) and not u.startswith(url + "/")]
     redirected = [host + "/agents"] if address == "/agents" else []  # to /agents/, by the user's app
     assert strays == redirected, strays
+
+
+def _resume_form(turn: Any, label: str, why: str) -> Any:
+    expect(turn.locator(".resume-why")).to_contain_text(why)
+    return turn.get_by_label(label)
+
+
+def test_a_run_stopped_at_its_budget_resumes_with_the_new_budget_the_page_offers(
+    page: Page, tmp_path: Path, served: list[Uvicorn]
+) -> None:
+    """Was: Resume sent an empty body, and a run stopped at its dollar budget got a 409 ("resume it
+    with {"max_budget_usd": X}") the page's user could not act on. The page now says the budget
+    stopped it and offers a new total above what was spent; resumed with it, the run finishes."""
+    turn = _ask(page, _serve(tmp_path, served, "", max_budget_usd=0.00001))
+    expect(turn.locator(".exit")).to_contain_text("budget_exceeded")
+    budget = _resume_form(turn, "New budget in all, $", "Stopped at its budget: $")
+    expect(budget).to_have_value("0.01")  # spent $0.000000 here; at least a cent more, rounded up to a cent
+    turn.get_by_role("button", name="Resume").click()
+    expect(turn.locator(".answer")).to_contain_text("errors.log mentions a timeout: ")
+    expect(turn.locator(".exit")).to_contain_text("completed")
+    expect(turn.locator(".note.error")).to_have_count(0)
+
+
+def test_a_run_stopped_at_its_token_limit_resumes_with_a_larger_one(
+    page: Page, tmp_path: Path, served: list[Uvicorn]
+) -> None:
+    """Was: a run stopped by max_run_tokens (budget_exceeded, "the run's token limit ...") got the
+    same empty Resume and a 409 asking for {"max_run_tokens": N}. The page now names the token
+    limit and what was used, and resumes with the new limit typed in."""
+    turn = _ask(page, _serve(tmp_path, served, "", max_run_tokens=600))
+    expect(turn.locator(".exit")).to_contain_text("budget_exceeded")
+    tokens = _resume_form(turn, "New token limit, in all", "Stopped at its token limit: 274 tokens used.")
+    expect(tokens).to_have_value("1000")  # twice what was used, rounded up to a thousand
+    tokens.fill("5000")
+    turn.get_by_role("button", name="Resume").click()
+    expect(turn.locator(".exit")).to_contain_text("completed")
+    expect(turn.locator(".answer")).to_contain_text("errors.log mentions a timeout: ")
+
+
+def test_a_run_stopped_at_its_turn_limit_resumes_with_more_turns(
+    page: Page, tmp_path: Path, served: list[Uvicorn]
+) -> None:
+    """Was: a run stopped at max_turns got a 409 asking for {"more_turns": N} from the page's
+    Resume. The page now offers more turns (as many as it took, at least 5) and the run goes on."""
+    turn = _ask(page, _serve(tmp_path, served, "", max_turns=1))
+    expect(turn.locator(".exit")).to_contain_text("max_turns_exceeded")
+    more = _resume_form(turn, "More turns", "Stopped at its turn limit after 1 turn.")
+    expect(more).to_have_value("5")
+    turn.get_by_role("button", name="Resume").click()
+    expect(turn.locator(".exit")).to_contain_text("completed")
+    expect(turn.locator(".answer")).to_contain_text("errors.log mentions a timeout: ")
 
 
 def test_a_browser_connects_its_account_with_tethers_app_mounted_under_a_prefix(

@@ -160,6 +160,28 @@ function sameOrigin(url) {
   }
 }
 
+// Which limit stopped a run, from its view (GET /v1/runs/{id}): the field of a resume that raises
+// it, a value to suggest and what to say. A budget_exceeded whose reason starts with the token
+// limit's words (tether.status.TOKEN_LIMIT) was stopped by max_run_tokens, not by the dollar budget.
+// max_budget_usd and max_run_tokens are new totals above what the run used; more_turns, turns beyond.
+function limitReached(run) {
+  if (run.status === "max_turns_exceeded") {
+    const turns = run.turns || 0;
+    return { field: "more_turns", label: "More turns", value: Math.max(turns, 5), min: 1, step: "1",
+      why: `Stopped at its turn limit after ${turns} turn${turns === 1 ? "" : "s"}.` };
+  }
+  if (run.status !== "budget_exceeded") return null;
+  if ((run.reason || "").startsWith("the run's token limit")) {
+    const used = (run.prompt_tokens || 0) + (run.completion_tokens || 0);
+    return { field: "max_run_tokens", label: "New token limit, in all", value: Math.ceil((2 * used + 1) / 1000) * 1000,
+      min: used + 1, step: "1", why: `Stopped at its token limit: ${used.toLocaleString("en")} tokens used.` };
+  }
+  const spent = (run.cost_usd || 0) + (run.cost_unknown_usd || 0); // what the server counts as spent
+  const cents = Math.ceil(Math.max(2 * spent, spent + 0.01) * 100) / 100;
+  return { field: "max_budget_usd", label: "New budget in all, $", value: cents, min: 0, step: "any",
+    why: `Stopped at its budget: $${spent.toFixed(6)} spent.` };
+}
+
 // ---- the API ------------------------------------------------------------------------------------
 
 class ApiError extends Error {
@@ -442,13 +464,22 @@ class Turn {
       el("span", { class: "exit-usage", text: parts.join(" · ") })));
   }
 
-  // A run the server stopped (a restart, a cancel) can go on where it was.
-  offerResume() {
-    const button = el("button", { type: "button", class: "resume", text: "Resume", onclick: async () => {
+  // A run the server stopped (a restart, a cancel) can go on where it was; one a limit stopped goes
+  // on only with that limit raised (a 409 otherwise): the form says which and offers a new one.
+  offerResume(run = {}) {
+    const limit = limitReached(run);
+    const input = limit && el("input", { type: "number", name: limit.field, required: true, value: String(limit.value),
+      min: String(limit.min), step: limit.step, "aria-label": limit.label });
+    const button = el("button", { type: "submit", class: "resume", text: "Resume" });
+    const form = el("form", { class: "resume-form" }, limit && el("span", { class: "resume-why", text: limit.why }),
+      limit && el("label", {}, `${limit.label} `, input), button);
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
       button.disabled = true;
+      const body = limit ? { [limit.field]: Number(input.value) } : {};
       try {
-        await api(`/v1/runs/${encodeURIComponent(this.runId)}/resume`, { method: "POST", body: {} });
-        button.remove();
+        await api(`/v1/runs/${encodeURIComponent(this.runId)}/resume`, { method: "POST", body });
+        form.remove();
         this.foot.querySelector(".exit")?.remove();
         this.body.append(this.status);
         this.status.textContent = "Thinking…";
@@ -456,13 +487,16 @@ class Turn {
       } catch (err) {
         button.disabled = false;
         this.note(`Could not resume: ${err.message}`, "error");
-        if (err instanceof ApiError && err.status === 409) { // resumed first in another tab: show how it went on
-          button.remove();
+        if (!(err instanceof ApiError && err.status === 409)) return;
+        // Resumed first in another tab: show how it went on. A limit not raised enough leaves the form.
+        const now = await api(`/v1/runs/${encodeURIComponent(this.runId)}`).catch(() => null);
+        if (now && (now.live || now.status !== run.status || !now.resumable)) {
+          form.remove();
           follow(this);
         }
       }
-    } });
-    this.foot.querySelector(".exit")?.append(button);
+    });
+    this.foot.querySelector(".exit")?.append(form);
   }
 
   // -- feedback on the answer --
@@ -733,7 +767,7 @@ async function follow(turn) {
           const run = await api(`/v1/runs/${encodeURIComponent(turn.runId)}`, { signal }).catch(() => null);
           const cut = run && !run.live && run.status === "running";
           if (run && !cut && (run.live || run.status !== turn.lastStatus)) continue;
-          if (run?.resumable) turn.offerResume();
+          if (run?.resumable) turn.offerResume(run);
           return;
         }
       } catch (err) {
@@ -754,7 +788,7 @@ async function follow(turn) {
       if (run && !run.live && turn.lastId === before) { // nothing more will come: say how it ended
         turn.status.remove();
         turn.showExit(run.status, run.reason, run.turns, run.prompt_tokens, run.completion_tokens, run.cost_usd);
-        if (run.resumable) turn.offerResume();
+        if (run.resumable) turn.offerResume(run);
         return;
       }
       if (turn.lastId === before) {
