@@ -369,7 +369,8 @@ def _parse_yaml(front: str) -> dict[str, Any]:
         meta = yaml.load(front, Loader=loader)
     except yaml.MarkedYAMLError as exc:
         at = f" at line {exc.problem_mark.line + 2}" if exc.problem_mark is not None else ""
-        raise _Malformed(f"bad YAML in the front matter{at}: {exc.problem or exc.context}") from None
+        hint = _quote_hint(front, exc)
+        raise _Malformed(f"bad YAML in the front matter{at}: {exc.problem or exc.context}{hint}") from None
     except (yaml.YAMLError, RecursionError) as exc:
         first = (str(exc).splitlines() or ["nested too deeply"])[0]
         raise _Malformed(f"bad YAML in the front matter: {first}") from None
@@ -377,6 +378,23 @@ def _parse_yaml(front: str) -> dict[str, Any]:
         got = "nothing" if meta is None else f"a {type(meta).__name__}"
         raise _Malformed(f"the front matter must be a mapping with name and description, not {got}")
     return meta
+
+
+def _quote_hint(front: str, exc: Any) -> str:
+    """What to do about the commonest slip: a value holding ``: `` (``description: Use when: ...``),
+    which YAML reads as a second mapping on the line unless the value is quoted."""
+    mark = exc.problem_mark
+    if mark is None or "mapping values are not allowed" not in str(exc.problem):
+        return ""
+    lines = front.splitlines()
+    line = lines[mark.line] if mark.line < len(lines) else ""
+    key, colon, value = line.partition(":")
+    if not colon or not key.strip() or not value.strip() or key != key.lstrip():
+        return ""
+    quoted = value.strip().replace("\\", "\\\\").replace('"', '\\"')
+    if len(quoted) > 60:
+        quoted = quoted[:57] + "..."
+    return f'; a value that holds ": " needs quotes: {key.strip()}: "{quoted}"'
 
 
 def _check(meta: dict[str, Any]) -> tuple[str, str]:
