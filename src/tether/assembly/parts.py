@@ -183,7 +183,9 @@ def check_mcp(settings: Settings, names: list[str], *, source: str = "--mcp") ->
         table = settings.mcp.get(name)
         if table is None:
             known = ", ".join(settings.mcp) or "none"
-            raise UserError(f"{source} {name}: no [mcp.{name}] in {config} (configured: {known})")
+            raise UserError(
+                f"{source} {name}: no [mcp.{name}] in {config} (configured: {known}){_one_each(source, name, settings)}"
+            )
         if not table.enabled:
             raise UserError(f"{source} {name}: [mcp.{name}] has enabled = false in {config}")
         chosen.append(name)
@@ -192,6 +194,16 @@ def check_mcp(settings: Settings, names: list[str], *, source: str = "--mcp") ->
     if importlib.util.find_spec("mcp") is None:
         raise UserError(f"{source} needs the mcp package: pip install 'tether[mcp]'")
     return list(dict.fromkeys(chosen))
+
+
+def _one_each(source: str, name: str, settings: Settings) -> str:
+    """A hint for several configured servers given as one comma-separated name (``--mcp a,b``)."""
+    parts = [part.strip() for part in name.split(",") if part.strip()]
+    if len(parts) < 2 or not all(part in settings.mcp for part in parts):
+        return ""
+    if source.startswith("--"):
+        return "; name each server on its own: " + " ".join(f"{source} {part}" for part in parts)
+    return "; list each server on its own: mcp = [" + ", ".join(f'"{part}"' for part in parts) + "]"
 
 
 def mcp_extensions(settings: Settings, names: list[str]) -> list[McpConnector]:
