@@ -120,7 +120,15 @@ def plan(settings: Settings, name: str | None = None, overrides: Overrides | Non
     where = f"[agents.{name}]" if name else "the default agent"
     cwd = expand_user(o.cwd or d.cwd or ".", f"{where} cwd").resolve()
     if not cwd.is_dir():
-        raise ConfigError(f"{where}: cwd {cwd} is not a directory")
+        given = o.cwd or d.cwd
+        relative = not o.cwd and given is not None and not Path(given).expanduser().is_absolute()
+        hint = (
+            f" (the relative cwd {given!r} is taken from where the command started, {Path.cwd()}:"
+            " give a full path, as a client that starts `tether mcp serve` may start it anywhere)"
+            if relative
+            else ""
+        )
+        raise ConfigError(f"{where}: cwd {cwd} is not a directory{hint}")
     kb = list(dict.fromkeys([*d.kb, *o.kb]))
     check_kbs(settings, kb)
     schema = o.output_schema
