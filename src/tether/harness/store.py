@@ -674,6 +674,31 @@ class RunStore:
             os.close(fd)  # and with it the shared lock
         return False
 
+    def session_holder(self, session_id: str) -> str | None:
+        """The run a process on this machine holds the session ``session_id`` for now
+        (:meth:`lock_session`, which names it in the lock file), asked as :meth:`held` asks; None
+        when nobody holds it, or a holder that is no run does (``tether sessions delete``)."""
+        import fcntl
+
+        if not session_id or "/" in session_id or session_id.startswith("."):
+            return None  # no session lock of this store's is named so
+        path = self.root / ".sessions" / f"{session_id}.lock"
+        try:  # not a planted link; a pipe put there does not block the open
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, _HOLDER_WIDTH, 0).decode(errors="replace").strip()
+                return holder.removeprefix("run ") if holder.startswith("run ") else None
+            except OSError:
+                return None
+            return None
+        finally:
+            os.close(fd)  # and with it the shared lock
+
     def _files(self, run_id: str, d: Path) -> _Files:
         with self._fd_lock:
             files = self._fds.get(run_id)

@@ -872,7 +872,12 @@ class RunManager:
 
     def _held_elsewhere(self, run_id: str) -> bool:
         held = getattr(self.runs, "held", None)  # a run store on this machine's files can say
-        return bool(held(run_id)) if held is not None else False
+        if held is None or run_id in self.live:
+            return False
+        try:
+            return bool(held(run_id))
+        except Exception:  # a run id no store has (a bad path): held by nobody
+            return False
 
     def _cut_done(self, run_id: str) -> dict[str, Any]:
         """The ``done`` of a run the server's stop cut, as of its last save."""
@@ -953,6 +958,10 @@ class RunManager:
         busy = self.by_session.get(session_id)
         if busy is None:  # a run stopped while the database was away holds its session until saved
             busy = next((r for r, (state, _) in list(self.unrecorded.items()) if state.session_id == session_id), None)
+        if busy is None:  # a run another process on this home drives there (uvicorn --workers 2)
+            holder = getattr(self.runs, "session_holder", None)
+            with contextlib.suppress(Exception):
+                busy = holder(session_id) if holder is not None else None
         return busy
 
     def start(self, turn: TurnRecord, text: str, chosen: dict[str, Any]) -> LiveRun:
@@ -1105,8 +1114,8 @@ class RunManager:
                 await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(unrecorded[1])), 30)
             return run_id not in self.unrecorded
         live = self.live.get(run_id)
-        if live is None:
-            return True
+        if live is None:  # live nowhere, or driven by another process (its end is not awaited here)
+            return not self._held_elsewhere(run_id)
         if live.task is not None and (live.ended or live.asking):  # its last saves: a busy disk can take seconds
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(live.task), 30)
@@ -1120,7 +1129,10 @@ class RunManager:
         return True
 
     def is_live(self, run_id: str) -> bool:
-        return run_id in self.live
+        """Whether the run is running now: here, or in another process on this home that holds it
+        (a second server on the same ``$TETHER_HOME``, ``uvicorn --workers 2``). A run saved as
+        running that nobody holds is one a stop or a kill cut."""
+        return run_id in self.live or self._held_elsewhere(run_id)
 
     def cut_reason(self, run_id: str) -> str:
         """Why a run saved as running is live nowhere: its run process died under it (the reason

@@ -1,0 +1,83 @@
+"""Two server processes on one tether home (``uvicorn --workers 2``, or two ``tether serve`` on one
+``$TETHER_HOME``): each knows the runs the other drives as live, not as ones a restart cut."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.server.conftest import EXAMPLE_WORKSPACE, TEST_AGENTS, read_events, serve_process
+
+pytest.importorskip("fastapi")
+
+
+class Server:
+    def __init__(self, home: Path, workspace: Path) -> None:
+        env = {**os.environ, "TETHER_HOME": str(home), "TETHER_TEST_WORKSPACE": str(workspace)}
+        self.proc, self.url = serve_process("--agent", str(TEST_AGENTS), env=env)
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=30)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+@pytest.fixture
+def two(tmp_path: Path) -> Iterator[tuple[Server, Server, Path]]:
+    workspace = tmp_path / "workspace"
+    shutil.copytree(EXAMPLE_WORKSPACE, workspace)
+    home = tmp_path / "home"
+    a = Server(home, workspace)
+    try:
+        b = Server(home, workspace)
+    except BaseException:
+        a.stop()
+        raise
+    try:
+        yield a, b, workspace
+    finally:
+        (workspace / "release").write_text("go")  # a run still waiting ends, so the servers stop at once
+        a.stop()
+        b.stop()
+
+
+def _slow_run_on(c: httpx.Client) -> tuple[str, str]:
+    sid = c.post("/v1/sessions", json={"agent": "slow"}).json()["session_id"]
+    run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "scan"}).json()["run_id"]
+    read_events(c, f"/v1/runs/{run_id}/events", until=lambda e: e["event"] == "tool_start")
+    return sid, run_id
+
+
+def test_a_run_another_server_process_drives_is_running_there_not_cut(two: tuple[Server, Server, Path]) -> None:
+    """Was: server B on the same home showed a run server A was driving as one a restart cut
+    ("the server stopped while this run was running", resumable), and a new message in its session
+    was taken (its run then failed to start on the session's lock) instead of a 409."""
+    a, b, _ = two
+    with a.client() as ca, b.client() as cb:
+        sid, run_id = _slow_run_on(ca)
+        seen_by_a = ca.get(f"/v1/runs/{run_id}").json()
+        assert seen_by_a["status"] == "running" and seen_by_a["resumable"] is False
+        run = cb.get(f"/v1/runs/{run_id}").json()
+        assert run["status"] == "running", run
+        assert run["resumable"] is False and "stopped" not in (run["reason"] or ""), run
+        view = next(t for t in cb.get(f"/v1/sessions/{sid}").json()["turns"] if t["run_id"] == run_id)
+        assert view["status"] == "running" and view["resumable"] is False, view
+        # what A says to a resume and to a second message, B says too
+        for c in (ca, cb):
+            resumed = c.post(f"/v1/runs/{run_id}/resume")
+            assert resumed.status_code == 409 and "already running" in resumed.text, resumed.text
+            sent = c.post(f"/v1/sessions/{sid}/messages", json={"text": "and another"})
+            assert sent.status_code == 409 and f"still answering (run {run_id})" in sent.text, sent.text
