@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import run_main
+from tests.cli.conftest import run_main, tether
 
 CONFIG = """\
 [mcp.mail]
@@ -44,3 +44,16 @@ def test_servers_given_as_one_comma_separated_name_are_told_to_be_named_each(
     # A name that is simply unknown gets no such hint.
     code, _, err = run_main("run", "--model", "scripted/hello", "--mcp", "wx,nope", "hi", capsys=capsys)
     assert code == 2 and "no [mcp.wx,nope]" in err and "on its own" not in err
+
+
+def test_a_chat_says_the_shell_sandbox_once_not_before_every_reply(env: dict[str, str]) -> None:
+    """Was: `tether chat` printed the shell's sandbox line ("shell: sandbox workspace-write ...")
+    before every reply, between each message and its answer, as if each were a new command. It is
+    said once now, under the chat's first line, and each reply starts with its own steps."""
+    out = tether("chat", "--model", "scripted/hello", input="hi\nhello again\nand again\n", env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("Hello! I am the scripted model") == 3
+    assert out.stderr.count("shell: ") == 1, out.stderr
+    first, second = out.stderr.splitlines()[:2]
+    assert first.startswith("tether chat: scripted/hello") and second.startswith("shell: "), out.stderr
+    assert out.stderr.count("[completed]") == 3

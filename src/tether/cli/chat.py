@@ -17,6 +17,7 @@ from tether.cli.common import settings as load_settings
 from tether.cli.run import (
     READER_GONE,
     STDOUT_FAILED,
+    Printer,
     add_agent_options,
     at_terminal,
     check_home,
@@ -106,6 +107,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
         "(/help lists commands, Ctrl-C stops a reply, Ctrl-D leaves)",
         file=sys.stderr,
     )
+    Printer(settings, quiet=False, asking=False).show_sandbox()  # once, not before every reply
     try:
         with sigterm_held():  # SIGTERM at the prompt or a question ends the chat in words (exit 130)
             return _loop(chat)
@@ -146,7 +148,7 @@ def _loop(chat: _Chat) -> int:
         state = RunState(session_id=chat.session, ext={"config": config})
         # Approvals are asked at a terminal only: from a pipe the next line is the next message,
         # never an answer ("yes" would allow the call), and the run waits for `tether resume`.
-        code = drive(state, message, chat.settings, json_out=False, asking=at_terminal(False))
+        code = drive(state, message, chat.settings, json_out=False, asking=at_terminal(False), sandbox_line=False)
         if code == READER_GONE or str(getattr(state.interruption, "reason", "")).startswith(STDOUT_FAILED):
             return code  # stdout's reader gone, or it cannot be written (a full disk): the chat ends (141, 1)
         if getattr(state.interruption, "reason", None) == TERMINATED or terminated():

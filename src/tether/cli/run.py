@@ -569,20 +569,26 @@ def _settle_left_running(state: RunState, args: argparse.Namespace) -> None:
 # --- driving a run ----------------------------------------------------------------------------
 
 
-def drive(state: RunState, prompt: str | None, settings: Settings, *, json_out: bool, asking: bool) -> int:
+def drive(
+    state: RunState, prompt: str | None, settings: Settings, *, json_out: bool, asking: bool, sandbox_line: bool = True
+) -> int:
     """Run until the run stops; when it waits for a decision and a person can answer, ask and go
-    on. Returns the exit code."""
+    on. Returns the exit code. ``sandbox_line=False``: the shell's sandbox was said already (a chat
+    says it once, when it opens, not before every reply)."""
     with sigterm_held():
-        return _drive(state, prompt, settings, json_out=json_out, asking=asking)
+        return _drive(state, prompt, settings, json_out=json_out, asking=asking, sandbox_line=sandbox_line)
 
 
-def _drive(state: RunState, prompt: str | None, settings: Settings, *, json_out: bool, asking: bool) -> int:
+def _drive(
+    state: RunState, prompt: str | None, settings: Settings, *, json_out: bool, asking: bool, sandbox_line: bool
+) -> int:
     # With an output schema, stdout holds the validated JSON alone: the attempts are not streamed.
     structured = state.config.get("output_schema") is not None
     printer = Printer(settings, quiet=json_out or structured, asking=asking)
     check_home(settings)
     agent: Agent | None = _checked_agent(state, settings)
-    printer.show_sandbox()
+    if sandbox_line:
+        printer.show_sandbox()
     while True:
         result = _execute(state, prompt, settings, printer, agent)
         prompt, agent = None, None  # after a decision the agent is built again, as on a resume
