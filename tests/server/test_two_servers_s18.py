@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.server.conftest import EXAMPLE_WORKSPACE, TEST_AGENTS, read_events, serve_process
+from tests.server.conftest import EXAMPLE_WORKSPACE, TEST_AGENTS, parse_sse, read_events, serve_process
 
 pytest.importorskip("fastapi")
 
@@ -81,3 +81,22 @@ def test_a_run_another_server_process_drives_is_running_there_not_cut(two: tuple
             assert resumed.status_code == 409 and "already running" in resumed.text, resumed.text
             sent = c.post(f"/v1/sessions/{sid}/messages", json={"text": "and another"})
             assert sent.status_code == 409 and f"still answering (run {run_id})" in sent.text, sent.text
+
+
+def test_a_stream_on_another_process_follows_the_run_to_its_real_done(two: tuple[Server, Server, Path]) -> None:
+    """Was: a client whose event stream landed on server B, while server A drove the run, got what
+    the log held so far and then the stream ended (a browser's EventSource then read it again and
+    again) without the run's done."""
+    a, b, workspace = two
+    with a.client() as ca, b.client() as cb:
+        _, run_id = _slow_run_on(ca)
+        with cb.stream("GET", f"/v1/runs/{run_id}/events", headers={"Accept": "text/event-stream"}, timeout=30) as r:
+            on_b = []
+            for ev in parse_sse(r.iter_lines()):
+                on_b.append(ev)
+                if ev["event"] == "tool_start":
+                    (workspace / "release").write_text("go")  # the run goes on in A now
+        on_a = read_events(ca, f"/v1/runs/{run_id}/events")
+        assert on_b == on_a
+        assert on_b[-1]["event"] == "done" and on_b[-1]["result"]["status"] == "completed", on_b[-1]
+        assert "scan complete" in on_b[-1]["result"]["output"]

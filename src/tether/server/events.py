@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -289,13 +289,21 @@ class LogFile:
     first byte) kept a copy of it for as long as its client took to read it: 36 MB of events were
     120 MB of memory for each client that reloaded the page, and a few clients that read slowly
     could take all of the server's. A line whose id is not the next one is left out, as by
-    :meth:`EventLog.load`."""
+    :meth:`EventLog.load`.
+
+    ``held``: whether another process (a second server on this home) drives the run now. While it
+    does, the log is followed as that process writes it (looked at every :attr:`POLL_S`), to the
+    run's own ``done``: a stream that ended at what was written so far left its client without
+    the run's end."""
 
     SLICE = 1 << 20
+    POLL_S = 0.1
+    DONE_GRACE_S = 5.0  # how long a run let go of is given to write its done (it may come just after)
     live = False
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, held: Callable[[], bool] | None = None) -> None:
         self.path = path
+        self.held = held
 
     def ready(self, after: int) -> list[tuple[int, str, str]]:
         return []  # all is read in follow(), off the event loop
@@ -308,26 +316,48 @@ class LogFile:
         except OSError:
             return
         lines, rest, more = _LogLines(), b"", True
+        tailing = self.held is not None
+        last, followed, quiet, grace = "", False, 0.0, 0.0
         try:
-            while more:
-                batch, rest, more = await asyncio.to_thread(self._slice, fd, lines, rest, after)
+            while True:
+                batch, rest, more = await asyncio.to_thread(self._slice, fd, lines, rest, after, not tailing)
                 if batch:
+                    last, quiet, grace = batch[-1][1], 0.0, 0.0
                     yield batch
+                if more:
+                    continue
+                if not tailing or self.held is None:
+                    return
+                if await asyncio.to_thread(self.held):
+                    followed = True  # driven elsewhere: what it writes next is read next
+                elif not followed or last == "done" or grace >= self.DONE_GRACE_S:
+                    tailing = False  # what is left of a last line without its newline, then the end
+                    continue
+                else:
+                    grace += self.POLL_S  # let go of: its done may be on its way to the log
+                await asyncio.sleep(self.POLL_S)
+                quiet += self.POLL_S
+                if quiet >= keepalive_s:
+                    quiet = 0.0
+                    yield None
         finally:
             os.close(fd)
 
     def _slice(
-        self, fd: int, lines: _LogLines, rest: bytes, after: int
+        self, fd: int, lines: _LogLines, rest: bytes, after: int, last: bool = True
     ) -> tuple[list[tuple[int, str, str]], bytes, bool]:
         """The events after ``after`` in the next slice of the log, what is left of its last line,
-        and whether there is more (a last line without its newline is taken at the end)."""
+        and whether there is more (a last line without its newline is taken at the end, when
+        ``last``: else it is kept for the rest of it, which the run's process is writing)."""
         chunk = os.read(fd, self.SLICE)
         if chunk:
             data = rest + chunk
             cut = data.rfind(b"\n") + 1  # "\n" is never inside a character of UTF-8
             whole, rest = data[:cut], data[cut:]
-        else:
+        elif last:
             whole, rest = rest, b""
+        else:
+            whole = b""
         batch = []
         for line in whole.decode("utf-8", errors="replace").split("\n"):
             item = lines.take(line)

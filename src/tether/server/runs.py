@@ -931,7 +931,10 @@ class RunManager:
 
     def log(self, run_id: str) -> RunLog:
         live = self.live.get(run_id)
-        return live.log if live is not None else LogFile(self.log_path(run_id))
+        if live is not None:
+            return live.log
+        # Not live here: followed as another process on this home writes it while that one holds the run.
+        return LogFile(self.log_path(run_id), held=lambda: self._held_elsewhere(run_id))
 
     def _unrecorded(self, state: RunState, saving: concurrent.futures.Future[None]) -> None:
         """A run stopped while it waited for the database: what it did and its stop are told as
