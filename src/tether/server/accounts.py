@@ -130,9 +130,10 @@ class Connections:
                 f'no MCP server {server!r} to connect an account for (servers with auth = "oauth": {offered})'
             )
 
-    async def start(self, user: str, server: str, callback_url: str, browser: str = "") -> str:
-        """Start ``user``'s flow for ``server``: the authorization page's address. ``browser`` is
-        the key the starting browser keeps in its cookie (see :func:`browser_key`)."""
+    async def start(self, user: str, server: str, callback_url: str, browser: str = "") -> str | None:
+        """Start ``user``'s flow for ``server``: the authorization page's address, or None when no
+        page is needed (the user's tokens still work, or were refreshed: connected already).
+        ``browser`` is the key the starting browser keeps in its cookie (see :func:`browser_key`)."""
         from tether.connectors import McpConnector
         from tether.connectors._oauth import oauth_provider
 
@@ -172,6 +173,10 @@ class Connections:
         done, _ = await asyncio.wait(either, timeout=60, return_when=asyncio.FIRST_COMPLETED)
         if page in done:
             return page.result()
+        if flow.task in done and flow.task.cancelled():  # _replace: Connect pressed again meanwhile
+            raise ConfigError(f"a newer sign-in for {server} replaced this one: follow that one")
+        if flow.task in done and flow.task.exception() is None:
+            return None  # signed in with what the user already had: no page to open
         flow.task.cancel()
         if flow.task in done and flow.task.exception() is not None:
             raise ConfigError(f"connecting to {server} failed: {flow.task.exception()}")

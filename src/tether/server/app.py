@@ -307,6 +307,8 @@ def _connection_routes(app: FastAPI, settings: Settings) -> None:
         key = browser_key(request.cookies.get(BROWSER_COOKIE))  # a browser's flows share one key
         try:
             url = await connections.start(user, name, callback, key)
+            if url is None:  # the user's tokens still work: nothing to open
+                return {"server": name, "authorize_url": None, "connected": True}
             response.set_cookie(
                 BROWSER_COOKIE,
                 key,
@@ -316,7 +318,7 @@ def _connection_routes(app: FastAPI, settings: Settings) -> None:
                 httponly=True,
                 samesite="lax",  # sent when the authorization server sends the browser back
             )
-            return {"server": name, "authorize_url": url}
+            return {"server": name, "authorize_url": url, "connected": False}
         except ConfigError as exc:
             _log.warning("connecting %r for %r: %s", name, user, exc)  # the paths, for the operator
             why = hide_home(str(exc), settings.home)

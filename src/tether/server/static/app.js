@@ -1107,6 +1107,12 @@ async function connect(server, item) {
     accountFailed($("account-list").querySelector(`[data-server="${CSS.escape(server)}"]`) || item, `Not connected: ${err.message}`);
     return;
   }
+  if (!url) {
+    // connected already: the account's tokens still work, so there is no page to open
+    tab?.close();
+    await loadAccounts();
+    return;
+  }
   if (tab) tab.location.href = url;
   else item.append(el("a", { href: url, target: "_blank", rel: "noopener noreferrer", text: "Open the sign-in page" }));
   const until = Date.now() + ACCOUNT_WAIT_MS;
