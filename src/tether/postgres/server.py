@@ -52,6 +52,11 @@ CREATE TABLE server_meta (key text PRIMARY KEY, value text NOT NULL);
         "a turn's message digest",
         "ALTER TABLE server_turns ADD COLUMN digest text NOT NULL DEFAULT '';",
     ),
+    Migration(
+        3,
+        "a user's feedback, newest first",  # a page of GET /v1/feedback reads its rows alone
+        "CREATE INDEX server_feedback_owner ON server_feedback (owner, created, message_id);",
+    ),
 ]
 
 _SESSION = "session_id, owner, agent, title, created, updated, chosen"
@@ -100,9 +105,12 @@ class PgServerStore:
         )
         return self._session(rows[0]) if rows else None
 
-    def sessions(self, owner: str) -> list[SessionRecord]:
+    def sessions(self, owner: str, *, limit: int | None = None) -> list[SessionRecord]:
+        """The owner's sessions, last touched first: the first ``limit`` (all: None), read off the
+        index on (owner, updated)."""
         rows = self._execute(
-            f"SELECT {_SESSION} FROM server_sessions WHERE owner = %s ORDER BY updated DESC, seq DESC", (owner,)
+            f"SELECT {_SESSION} FROM server_sessions WHERE owner = %s ORDER BY updated DESC, seq DESC LIMIT %s",
+            (owner, limit),
         )
         return [self._session(r) for r in rows]
 
@@ -164,15 +172,18 @@ class PgServerStore:
             rows = self._execute(f"SELECT {_TURN} FROM server_turns WHERE run_id = %s AND owner = %s", (run_id, owner))
         return TurnRecord(*rows[0]) if rows else None
 
-    def turns(self, owner: str, session_id: str | None = None) -> list[TurnRecord]:
+    def turns(self, owner: str, session_id: str | None = None, *, limit: int | None = None) -> list[TurnRecord]:
+        """A session's turns, oldest first; or (``session_id`` None) all the owner's, newest first,
+        the first ``limit`` of them read off the index on (owner, created)."""
         if session_id is None:
             rows = self._execute(
-                f"SELECT {_TURN} FROM server_turns WHERE owner = %s ORDER BY created DESC, seq DESC", (owner,)
+                f"SELECT {_TURN} FROM server_turns WHERE owner = %s ORDER BY created DESC, seq DESC LIMIT %s",
+                (owner, limit),
             )
         else:
             rows = self._execute(
-                f"SELECT {_TURN} FROM server_turns WHERE owner = %s AND session_id = %s ORDER BY created, seq",
-                (owner, session_id),
+                f"SELECT {_TURN} FROM server_turns WHERE owner = %s AND session_id = %s ORDER BY created, seq LIMIT %s",
+                (owner, session_id, limit),
             )
         return [TurnRecord(*r) for r in rows]
 
@@ -187,9 +198,10 @@ class PgServerStore:
             astuple(record),
         )
 
-    def feedback(self, owner: str) -> list[FeedbackRecord]:
+    def feedback(self, owner: str, *, limit: int | None = None) -> list[FeedbackRecord]:
         rows = self._execute(
-            f"SELECT {_FEEDBACK} FROM server_feedback WHERE owner = %s ORDER BY created DESC", (owner,)
+            f"SELECT {_FEEDBACK} FROM server_feedback WHERE owner = %s ORDER BY created DESC, message_id DESC LIMIT %s",
+            (owner, limit),
         )
         return [FeedbackRecord(*r) for r in rows]
 

@@ -1179,9 +1179,9 @@ def _session_routes(app: FastAPI, core: Core) -> None:
 
     @app.get("/v1/sessions", summary="The caller's sessions, newest first")
     async def sessions(user: User, limit: Limit = 100) -> dict[str, Any]:
-        # All of the caller's, newest first, then cut: a user with 50,000 sessions is 0.8 s of reading,
-        # off the event loop (on it, every other request and stream of the server waited).
-        listed = await asyncio.to_thread(lambda: [s.public() for s in core.store.sessions(user)[:limit]])
+        # Off the event loop (on it, every other request and stream of the server waited); the store
+        # reads only the `limit` newest (all of the caller's, cut here, grew with what the user had).
+        listed = await asyncio.to_thread(lambda: [s.public() for s in core.store.sessions(user, limit=limit)])
         return {"sessions": listed}
 
     @app.get("/v1/sessions/{session_id}", summary="A session and its turns (message, run, status)")
@@ -1400,7 +1400,7 @@ def _run_routes(app: FastAPI, core: Core) -> None:
     async def runs(user: User, limit: Limit = 100) -> dict[str, Any]:
         def views() -> list[dict[str, Any]]:
             histories: dict[str, list[Any]] = {}  # each session read once for the listing
-            return [run_view(core, t, histories=histories) for t in core.store.turns(user)[:limit]]
+            return [run_view(core, t, histories=histories) for t in core.store.turns(user, limit=limit)]
 
         return {"runs": await asyncio.to_thread(views)}
 
@@ -1700,7 +1700,8 @@ def _feedback_routes(app: FastAPI, core: Core) -> None:
 
     @app.get("/v1/feedback", summary="The caller's feedback, newest first")
     async def feedback_list(user: User, limit: Limit = 100) -> dict[str, Any]:
-        return {"feedback": await asyncio.to_thread(lambda: [f.public() for f in core.store.feedback(user)[:limit]])}
+        listed = await asyncio.to_thread(lambda: [f.public() for f in core.store.feedback(user, limit=limit)])
+        return {"feedback": listed}
 
 
 def _connectors(core: Core, agent: str) -> list[Any]:

@@ -107,7 +107,7 @@ class FeedbackRecord:
 class ServerStore(Protocol):
     def add_session(self, record: SessionRecord) -> None: ...
     def session(self, session_id: str, owner: str) -> SessionRecord | None: ...
-    def sessions(self, owner: str) -> list[SessionRecord]: ...
+    def sessions(self, owner: str, *, limit: int | None = None) -> list[SessionRecord]: ...
     def touch_session(self, session_id: str, *, chosen: dict[str, Any] | None = None) -> None: ...
     def rename_session(self, session_id: str, title: str) -> None: ...
     def delete_session(self, session_id: str, owner: str) -> bool: ...
@@ -115,9 +115,9 @@ class ServerStore(Protocol):
     def add_turn(self, record: TurnRecord) -> TurnRecord: ...
     def turn(self, message_id: str, owner: str) -> TurnRecord | None: ...
     def turn_for_run(self, run_id: str, owner: str | None) -> TurnRecord | None: ...
-    def turns(self, owner: str, session_id: str | None = None) -> list[TurnRecord]: ...
+    def turns(self, owner: str, session_id: str | None = None, *, limit: int | None = None) -> list[TurnRecord]: ...
     def put_feedback(self, record: FeedbackRecord) -> None: ...
-    def feedback(self, owner: str) -> list[FeedbackRecord]: ...
+    def feedback(self, owner: str, *, limit: int | None = None) -> list[FeedbackRecord]: ...
     def add_token(self, name: str) -> str: ...
     def user_for_token(self, token: str) -> str | None: ...
     def token_names(self) -> list[tuple[str, float]]: ...
@@ -142,13 +142,20 @@ CREATE TABLE IF NOT EXISTS turns (
     agent TEXT NOT NULL, trace_id TEXT NOT NULL, text TEXT NOT NULL, created REAL NOT NULL,
     digest TEXT NOT NULL DEFAULT '', PRIMARY KEY (owner, message_id));
 CREATE INDEX IF NOT EXISTS turns_session ON turns(session_id, created);
+CREATE INDEX IF NOT EXISTS turns_owner ON turns(owner, created);
 CREATE TABLE IF NOT EXISTS feedback (
     message_id TEXT NOT NULL, owner TEXT NOT NULL, run_id TEXT NOT NULL, trace_id TEXT NOT NULL,
     score TEXT NOT NULL, comment TEXT, created REAL NOT NULL, PRIMARY KEY (owner, message_id));
+CREATE INDEX IF NOT EXISTS feedback_owner ON feedback(owner, created, message_id);
 CREATE TABLE IF NOT EXISTS tokens (
     name TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE, created REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+
+def _cap(limit: int | None) -> int:
+    """A LIMIT for SQLite, where -1 is none."""
+    return -1 if limit is None else limit
 
 
 def _set_up(db: sqlite3.Connection) -> None:
@@ -247,8 +254,12 @@ class SqliteServerStore:
         rows = self._rows("SELECT * FROM sessions WHERE session_id=? AND owner=?", (session_id, owner))
         return self._session(rows[0]) if rows else None
 
-    def sessions(self, owner: str) -> list[SessionRecord]:
-        rows = self._rows("SELECT * FROM sessions WHERE owner=? ORDER BY updated DESC", (owner,))
+    def sessions(self, owner: str, *, limit: int | None = None) -> list[SessionRecord]:
+        """The owner's sessions, last touched first: the first ``limit`` (all: None) read off the
+        index on (owner, updated), so a page costs the same whatever the owner has."""
+        rows = self._rows(
+            "SELECT * FROM sessions WHERE owner=? ORDER BY updated DESC, rowid DESC LIMIT ?", (owner, _cap(limit))
+        )
         return [self._session(r) for r in rows]
 
     def touch_session(self, session_id: str, *, chosen: dict[str, Any] | None = None) -> None:
@@ -313,12 +324,17 @@ class SqliteServerStore:
             rows = self._rows("SELECT * FROM turns WHERE run_id=? AND owner=?", (run_id, owner))
         return TurnRecord(*rows[0]) if rows else None
 
-    def turns(self, owner: str, session_id: str | None = None) -> list[TurnRecord]:
+    def turns(self, owner: str, session_id: str | None = None, *, limit: int | None = None) -> list[TurnRecord]:
+        """A session's turns, oldest first; or (``session_id`` None) all the owner's, newest first,
+        the first ``limit`` of them read off the index on (owner, created)."""
         if session_id is None:
-            rows = self._rows("SELECT * FROM turns WHERE owner=? ORDER BY created DESC", (owner,))
+            rows = self._rows(
+                "SELECT * FROM turns WHERE owner=? ORDER BY created DESC, rowid DESC LIMIT ?", (owner, _cap(limit))
+            )
         else:
             rows = self._rows(
-                "SELECT * FROM turns WHERE owner=? AND session_id=? ORDER BY created, rowid", (owner, session_id)
+                "SELECT * FROM turns WHERE owner=? AND session_id=? ORDER BY created, rowid LIMIT ?",
+                (owner, session_id, _cap(limit)),
             )
         return [TurnRecord(*r) for r in rows]
 
@@ -340,11 +356,11 @@ class SqliteServerStore:
                 ),
             )
 
-    def feedback(self, owner: str) -> list[FeedbackRecord]:
+    def feedback(self, owner: str, *, limit: int | None = None) -> list[FeedbackRecord]:
         rows = self._rows(
             "SELECT message_id, run_id, trace_id, owner, score, comment, created FROM feedback "
-            "WHERE owner=? ORDER BY created DESC",
-            (owner,),
+            "WHERE owner=? ORDER BY created DESC, message_id DESC LIMIT ?",
+            (owner, _cap(limit)),
         )
         return [FeedbackRecord(*r) for r in rows]
 
