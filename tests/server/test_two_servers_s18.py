@@ -100,3 +100,21 @@ def test_a_stream_on_another_process_follows_the_run_to_its_real_done(two: tuple
         assert on_b == on_a
         assert on_b[-1]["event"] == "done" and on_b[-1]["result"]["status"] == "completed", on_b[-1]
         assert "scan complete" in on_b[-1]["result"]["output"]
+
+
+def test_a_stop_posted_to_another_process_stops_the_run_where_it_runs(two: tuple[Server, Server, Path]) -> None:
+    """Was: a Stop posted to server B of a run server A drives was a 409 "run ... is not running"
+    (and, before B knew the run live, nothing at all stopped it): only A could stop it."""
+    a, b, _ = two
+    with a.client() as ca, b.client() as cb:
+        _, run_id = _slow_run_on(ca)
+        stopped = cb.post(f"/v1/runs/{run_id}/cancel")
+        assert stopped.status_code == 202, stopped.text
+        assert stopped.json()["live"] is False, stopped.json()  # B waited for A to let the run go
+        for c in (ca, cb):
+            run = c.get(f"/v1/runs/{run_id}").json()
+            assert run["status"] == "interrupted" and run["resumable"] is True, run
+            assert "stopped by the user" in run["reason"], run
+        events = read_events(cb, f"/v1/runs/{run_id}/events")
+        assert events[-1]["event"] == "done" and events[-1]["result"]["status"] == "interrupted"
+        assert cb.post(f"/v1/runs/{run_id}/cancel").status_code == 409  # stopped: nothing to stop

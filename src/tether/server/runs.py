@@ -788,12 +788,18 @@ class RunManager:
         self.processes = processes  # RunProcesses: runs driven in processes of their own (run_processes)
         # Runs stopped while the database was away, until what they did is saved (their sessions wait too).
         self.unrecorded: dict[str, tuple[RunState, concurrent.futures.Future[None]]] = {}
+        self._watching: asyncio.Task[None] | None = None  # _watch_stops, while runs are live here
 
     def log_path(self, run_id: str) -> Path:
         return self.home / "serve" / "events" / f"{run_id}.log"
 
     def start_path(self, run_id: str) -> Path:
         return self.home / "serve" / "starts" / f"{run_id}.json"
+
+    def stop_path(self, run_id: str) -> Path:
+        """Where a Stop of the run, taken by another process on this home, waits for the one
+        that drives it (:meth:`_watch_stops`)."""
+        return self.home / "serve" / "stops" / f"{run_id}.json"
 
     def accept(self, run_id: str, text: str) -> None:
         """Keep the message of a run about to be recorded until the run saves itself: a server
@@ -1056,8 +1062,13 @@ class RunManager:
             # again from any node) before the first step, which waits for a durable save and a model.
             ids = {"run_id": turn.run_id, "message_id": turn.message_id, "trace_id": turn.trace_id}
             log.append("started", {"type": "started", **ids})
+        with contextlib.suppress(OSError):  # a Stop sent elsewhere for an earlier part of it
+            self.stop_path(turn.run_id).unlink()
         self.live[turn.run_id] = live
         self.by_session[turn.session_id] = turn.run_id
+        if self._watching is None or self._watching.done():
+            with contextlib.suppress(RuntimeError):  # no loop running (a test's direct call): none to watch on
+                self._watching = asyncio.get_running_loop().create_task(self._watch_stops())
         if self.processes is not None:
             try:
                 live.task = self.processes.begin(live, turn, state, prompt, changes, chosen)
@@ -1126,10 +1137,48 @@ class RunManager:
 
     def cancel(self, run_id: str, reason: str) -> bool:
         live = self.live.get(run_id)
-        if live is None:
+        if live is not None:
+            live.stop(reason)
+            return True
+        if not self._held_elsewhere(run_id):
             return False
-        live.stop(reason)
+        # Driven by another process on this home: the Stop is left where it looks (_watch_stops).
+        try:
+            fd = open_private(self.stop_path(run_id), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            try:
+                os.write(fd, json.dumps({"reason": reason}).encode())
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            _log.error("could not pass the Stop of run %s to the process driving it: %s", run_id, exc)
+            return False
         return True
+
+    STOP_POLL_S = 0.25
+
+    async def _watch_stops(self) -> None:
+        """While runs are live here: a Stop of one that another process on this home took (its
+        client reached that one) stops it. One look at a folder, mostly empty, every
+        :attr:`STOP_POLL_S`."""
+        folder = self.home / "serve" / "stops"
+        while self.live:
+            await asyncio.sleep(self.STOP_POLL_S)
+            try:
+                names = os.listdir(folder)
+            except OSError:
+                continue
+            for name in names:
+                run_id = name.removesuffix(".json")
+                live = self.live.get(run_id)
+                if live is None or not name.endswith(".json"):
+                    continue
+                try:
+                    reason = json.loads(read_own(self.stop_path(run_id))).get("reason")
+                except (OSError, ValueError, AttributeError):
+                    reason = None
+                with contextlib.suppress(OSError):
+                    self.stop_path(run_id).unlink()
+                live.stop(reason if isinstance(reason, str) and reason else "stopped by the user")
 
     def is_live(self, run_id: str) -> bool:
         """Whether the run is running now: here, or in another process on this home that holds it
@@ -1157,6 +1206,10 @@ class RunManager:
         if live is not None and live.task is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(live.task), timeout)
+            return
+        deadline = time.monotonic() + timeout  # driven elsewhere: until that process lets it go
+        while time.monotonic() < deadline and await asyncio.to_thread(self._held_elsewhere, run_id):
+            await asyncio.sleep(0.05)
 
     async def shutdown(self, grace_s: float = 10.0) -> None:
         """Stop every live run (saved ``interrupted``, resumable) and wait for them to end."""
@@ -1172,6 +1225,8 @@ class RunManager:
             if pending:
                 await asyncio.wait(pending, timeout=2.0)
         await asyncio.sleep(0)  # let the last appends and done-callbacks land
+        if self._watching is not None:
+            self._watching.cancel()
         if self.processes is not None:
             await self.processes.aclose()
 
