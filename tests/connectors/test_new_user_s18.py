@@ -3,6 +3,7 @@ or another agent framework starts it: from a directory of its own choosing."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -45,3 +46,72 @@ def test_a_relative_agent_cwd_that_misses_says_where_it_was_taken_from(tmp_path:
         serve, cwd=elsewhere, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
+
+
+MAILER = """\
+[mcp.mail]
+command = "{python}"
+args = ["{server}", "--outbox", "{outbox}"]
+
+[agents.mailer]
+model = "scripted/mcp"
+description = "Answers the newest e-mail"
+cwd = "{cwd}"
+mcp = ["mail"]
+"""
+
+
+def test_a_served_run_stopped_for_approval_resumes_with_its_agents_mcp_servers(tmp_path: Path) -> None:
+    """Was: an [agents.NAME] agent with MCP servers (mcp = ["mail"]), called through `tether mcp
+    serve` from the MCP SDK's own client, stopped for approval of mail__send_email and said to decide
+    it with `tether show RUN_ID`'s advice; `tether resume RUN_ID --approve` then rebuilt the agent
+    without its servers (the run recorded its name, model and limits only), so the approved call
+    failed ("there is no tool named 'mail__send_email'") and the run ended `completed` with nothing
+    sent. The run now records the agent's whole recipe, and the approved call sends, once."""
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    from tether.harness.store import RunStore
+
+    root = Path(__file__).resolve().parents[2]
+    home, outbox = tmp_path / "home", tmp_path / "outbox.jsonl"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        MAILER.format(
+            python=sys.executable,
+            server=root / "examples" / "mcp" / "mail_server.py",
+            outbox=outbox,
+            cwd=tmp_path,
+        )
+    )
+    env = {**os.environ, "TETHER_HOME": str(home)}
+
+    async def call() -> str:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "tether", "mcp", "serve"], env={"TETHER_HOME": str(home)}
+        )
+        async with Client(params) as client:
+            result = await client.call_tool("agent_mailer", {"task": "Answer the latest e-mail"})
+            text = result.content[0].text  # type: ignore[union-attr]
+            assert isinstance(text, str)
+            return text
+
+    answer = json.loads(anyio.run(call))
+    assert answer["status"] == "interrupted" and "mail__send_email" in answer["waiting_for"], answer
+    assert not outbox.exists()
+    run_id = answer["run_id"]
+    out = subprocess.run(
+        [sys.executable, "-m", "tether", "resume", run_id, "--approve"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "no tool named" not in out.stdout + out.stderr
+    assert "ok mail__send_email" in out.stderr
+    [sent] = [json.loads(line) for line in outbox.read_text().splitlines()]
+    assert sent["to"] == "ana@example.com"
+    assert RunStore(home / "runs").load(run_id).config.get("mcp") == ["mail"]

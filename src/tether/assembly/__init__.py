@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         describe,
         plan,
         served_agents,
+        served_recipe,
     )
     from tether.assembly.parts import (
         check_kbs,
@@ -52,6 +53,7 @@ _WHERE = {
     "describe": "tether.assembly.agents",
     "plan": "tether.assembly.agents",
     "served_agents": "tether.assembly.agents",
+    "served_recipe": "tether.assembly.agents",
     "check_kbs": "tether.assembly.parts",
     "check_mcp": "tether.assembly.parts",
     "default_embedder": "tether.assembly.parts",
@@ -97,6 +99,7 @@ __all__ = [
     "open_kb",
     "plan",
     "served_agents",
+    "served_recipe",
     "session_store",
     "skills_extension",
 ]

@@ -293,16 +293,21 @@ def served_agents(
         # A table that does not name its memory has none here: [memory] is the memory of the person
         # at this machine, and a server's users are not that person (each would read it, and write
         # into it for the next). `memory = "user"` in the table shares one memory with all, on purpose.
-        agents = {
-            name: build_agent(settings, plan(settings, name, Overrides(memory=None if d.memory else "off")))
-            for name, d in settings.agents.items()
-        }
+        agents = {name: build_agent(settings, served_recipe(settings, name)) for name in settings.agents}
     else:
         # Like tether run's, without the memory and skills of the person at this machine: a server's
         # users are not that person (an [agents.NAME] table may still give them, on purpose).
         alone = Overrides(model=model, cwd=cwd, memory="off", skills=False)
         agents = {"default": build_agent(settings, plan(settings, None, alone))}
     return checked_agents(agents)
+
+
+def served_recipe(settings: Settings, name: str) -> Recipe:
+    """The recipe of ``[agents.NAME]`` as a server offers it (no memory unless its table names one):
+    what a served run records, so that ``tether resume`` builds the same agent, its MCP servers and
+    knowledge bases included."""
+    d = definition(settings, name)
+    return plan(settings, name, Overrides(memory=None if d.memory else "off"))
 
 
 def checked_agents(agents: dict[str, Any]) -> dict[str, Agent]:

@@ -160,8 +160,9 @@ def build_server(
     _add_knowledge_tools(server, settings)
     if tokens is None and settings.memory.enabled:
         _add_memory_tool(server, settings)
+    recipes = _recipes(settings, agent_spec)
     for name, agent in _configured_agents(settings, agent_spec).items():
-        _add_agent_tool(server, settings, name, agent, stop)
+        _add_agent_tool(server, settings, name, agent, stop, recipes.get(name))
     _strict_protocol(server)
     return server
 
@@ -387,8 +388,24 @@ def _configured_agents(settings: "Settings", spec: str | None) -> "dict[str, Age
     return {}
 
 
+def _recipes(settings: "Settings", spec: str | None) -> dict[str, dict[str, Any]]:
+    """What a run of each ``[agents.NAME]`` agent records of its recipe (its MCP servers, knowledge
+    bases, skills, memory...), so `tether resume` builds the same agent; none for agents of a Python
+    file, which only their file builds."""
+    from tether.assembly import served_recipe
+
+    if spec or settings.serve.agent:
+        return {}
+    return {name: served_recipe(settings, name).config() for name in settings.agents}
+
+
 def _add_agent_tool(
-    server: "MCPServer", settings: "Settings", name: str, agent: "Agent", stop: "CancelSignal | None"
+    server: "MCPServer",
+    settings: "Settings",
+    name: str,
+    agent: "Agent",
+    stop: "CancelSignal | None",
+    recipe: dict[str, Any] | None = None,
 ) -> None:
     from mcp.server.mcpserver import Context
     from mcp.types import ToolAnnotations
@@ -399,7 +416,7 @@ def _add_agent_tool(
     async def run_agent(
         task: Annotated[str, Field(description="what the agent should do, in words")], ctx: Context
     ) -> AgentRun:
-        return await _run_agent(settings, name, agent, task, _progress(ctx), _calls_above(ctx), stop)
+        return await _run_agent(settings, name, agent, task, _progress(ctx), _calls_above(ctx), stop, recipe)
 
     model = describe(name, agent)["model"]
     # An extension's tools are known only once a run starts it, so an agent with one may write.
@@ -466,6 +483,7 @@ async def _run_agent(
     progress: "Callable[[Event], Awaitable[None]] | None" = None,
     calls_above: int = 0,
     stop: "CancelSignal | None" = None,
+    recipe: dict[str, Any] | None = None,
 ) -> AgentRun:
     import asyncio
     import contextlib
@@ -495,7 +513,7 @@ async def _run_agent(
         check_home(settings)
     except TetherError as exc:
         raise _tool_error(str(exc)) from None
-    state = RunState(ext={"config": _run_record(name, agent, task)})
+    state = RunState(ext={"config": _run_record(name, agent, task, recipe)})
     store = run_store(settings)
     signal = CancelSignal(parent=stop)
 
@@ -542,15 +560,18 @@ async def _run_agent(
     return _agent_run(name, result)
 
 
-def _run_record(name: str, agent: "Agent", task: str) -> dict[str, Any]:
+def _run_record(name: str, agent: "Agent", task: str, recipe: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a served run records of how it started: as `tether run` records its runs, so `tether
-    runs`, `show` and `resume` read them."""
+    runs`, `show` and `resume` read them; with the ``recipe`` of an ``[agents.NAME]`` agent, all of
+    it (its MCP servers among them: resumed without them, an approved call of theirs would find no
+    tool)."""
     from mcp.server.auth.middleware.auth_context import get_access_token
 
     from tether.assembly import describe
 
     caller = get_access_token()
     return {
+        **(recipe or {}),
         "agent": name,
         "served": "mcp",
         "user": caller.client_id if caller else None,
