@@ -421,6 +421,27 @@ class PgRunStore:
                 out.append({**header, "message_count": count})
         return out
 
+    def held(self, run_id: str) -> bool:
+        """Whether a process (on any machine using the database) holds the run now (:meth:`lock`):
+        a run saved as ``running`` that nobody holds was left so by a process that stopped or was
+        killed. Asked of the database's locks; takes none."""
+        with self._translated(f"look up run {_check_run_id(run_id)}"):
+            rows = self.db.execute(_HELD, (_LOCK_PREFIX + run_id,))
+        return bool(rows and rows[0][0])
+
+    def session_holder(self, session_id: str) -> str | None:
+        """The run a process holds the session ``session_id`` for now (:meth:`lock_session`): the
+        one its lock's connection is named for; None when nobody holds it, or a holder that is no run."""
+        with self._translated(f"look up session {session_id}"):
+            rows = self.db.execute(
+                "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+                "AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(%s, 0)",
+                (_SESSION_PREFIX + session_id,),
+            )
+        name = str(rows[0][0]) if rows and rows[0][0] else ""
+        return name.removeprefix("tether: run ") if name.startswith("tether: run ") else None
+
     def lost(self, run_id: str) -> bool:
         """Whether this process held the run and another process has taken it since."""
         with _held_lock:
@@ -429,6 +450,12 @@ class PgRunStore:
 
     def close(self) -> None:
         """Nothing to release: the pool is the process's (:func:`tether.postgres.db.close_all`)."""
+
+
+_HELD = (
+    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
+    "AND ((classid::bigint << 32) | objid::bigint) = hashtextextended(%s, 0))"
+)
 
 
 def _holds(conn: Any, pid: int, key: str) -> bool:

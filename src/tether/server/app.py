@@ -1523,6 +1523,13 @@ def _resume_routes(app: FastAPI, core: Core) -> None:
         live_turn = getattr(core.manager, "live_turn", None)  # a run driven here stops without the database
         turn = (live_turn(run_id, user) if live_turn is not None else None) or _turn(core, run_id, user)
         if not core.manager.cancel(run_id, "stopped by the user" if user == LOCAL_USER else f"stopped by {user}"):
+            if await asyncio.to_thread(core.manager.is_live, run_id):  # driven by a server on another home
+                raise ApiError(
+                    409,
+                    "conflict",
+                    f"run {run_id} is running in another server process, which this one cannot reach (it "
+                    "keeps its runs' events under another home): post the Stop to that server",
+                )
             raise ApiError(409, "conflict", f"run {run_id} is not running")
         await core.manager.wait_ended(run_id, 10)
         return await asyncio.to_thread(run_view, core, turn, stopped=True)

@@ -1140,9 +1140,9 @@ class RunManager:
         if live is not None:
             live.stop(reason)
             return True
-        if not self._held_elsewhere(run_id):
-            return False
-        # Driven by another process on this home: the Stop is left where it looks (_watch_stops).
+        if not self.start_path(run_id).exists() or not self._held_elsewhere(run_id):
+            return False  # live nowhere, or in a process on another home (another machine's), out of reach
+        # Driven by another process on this home (its start record is here): the Stop is left where it looks.
         try:
             fd = open_private(self.stop_path(run_id), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             try:
