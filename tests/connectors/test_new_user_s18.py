@@ -115,3 +115,71 @@ def test_a_served_run_stopped_for_approval_resumes_with_its_agents_mcp_servers(t
     [sent] = [json.loads(line) for line in outbox.read_text().splitlines()]
     assert sent["to"] == "ana@example.com"
     assert RunStore(home / "runs").load(run_id).config.get("mcp") == ["mail"]
+
+
+AGENT_FILE = """\
+from tether import Agent
+from tether.tools.files import FILE_TOOLS
+
+agent = Agent("scripted/destructive", tools=FILE_TOOLS, cwd={cwd!r}, max_turns=5)
+"""
+
+
+def test_a_served_run_of_an_agent_file_stopped_for_approval_is_decided_with_tether_resume(tmp_path: Path) -> None:
+    """Was: `tether mcp serve --agent agents.py` ran the file's agent for an MCP client; the run
+    stopped for approval of delete_file and its next_step (and `tether show`) said to decide it with
+    `tether resume RUN_ID --approve`, which refused it: "no agent 'default': define [agents.default]
+    in config.toml", so a served Python agent's approval could not be given at all. The run now
+    records the file it came from, and resume builds the agent from it (with the run's limits); a
+    file that no longer defines the agent is said so, and nothing runs."""
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    home, workspace = tmp_path / "home", tmp_path / "workspace"
+    home.mkdir()
+    workspace.mkdir()
+    (workspace / "access.log").write_text("GET /\n" * 100)
+    (workspace / "errors.log").write_text("worker 7 timed out\n")
+    agents = tmp_path / "agents.py"
+    agents.write_text(AGENT_FILE.format(cwd=str(workspace)))
+    # No bytecode cache: the file is rewritten below within the second, at the same size.
+    env = {**os.environ, "TETHER_HOME": str(home), "PYTHONDONTWRITEBYTECODE": "1"}
+
+    async def call() -> str:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "tether", "mcp", "serve", "--agent", str(agents)],
+            env={"TETHER_HOME": str(home), "PYTHONDONTWRITEBYTECODE": "1"},
+        )
+        async with Client(params) as client:
+            result = await client.call_tool("agent_default", {"task": "Free some disk space"})
+            text = result.content[0].text  # type: ignore[union-attr]
+            assert isinstance(text, str)
+            return text
+
+    answer = json.loads(anyio.run(call))
+    assert answer["status"] == "interrupted" and "delete_file" in answer["waiting_for"], answer
+    resume = [sys.executable, "-m", "tether", "resume", answer["run_id"], "--approve"]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*resume, *args],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    # A file that no longer defines the agent: said, and nothing decided or run.
+    agents.write_text(AGENT_FILE.format(cwd=str(workspace)).replace("agent = ", "other = "))
+    out = run()
+    assert out.returncode == 2, out.stderr
+    assert f"is a run of `tether mcp serve --agent {agents}` (agent 'default')" in out.stderr
+    assert (workspace / "access.log").exists()
+    # The file as it was: the approved call runs, once.
+    agents.write_text(AGENT_FILE.format(cwd=str(workspace)))
+    out = run()
+    assert out.returncode == 0, out.stderr
+    assert "ok delete_file" in out.stderr and not (workspace / "access.log").exists()

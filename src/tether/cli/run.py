@@ -680,10 +680,9 @@ def _drop_typed_ahead() -> None:
 def _checked_agent(state: RunState, settings: Settings) -> Agent:
     """The run's agent, checked as the run will check it: a missing key, an unknown provider, a
     budget for a model of unknown price, is said before anything else (the sandbox line included)."""
-    from tether.assembly import build_agent
     from tether.harness.loop import check_agent
 
-    agent = build_agent(settings, recipe_of(state))
+    agent = agent_of(state, settings)
     check_agent(agent)
     return agent
 
@@ -694,14 +693,13 @@ def _execute(
     import asyncio
     import signal as os_signal
 
-    from tether.assembly import build_agent
     from tether.cancel import CancelSignal
     from tether.harness.loop import run_stream
     from tether.providers.http import close_clients
     from tether.telemetry import telemetry_from_settings, trace_id_for
     from tether.tracing import FanoutTracer, JsonlTracer
 
-    agent = agent or build_agent(settings, recipe_of(state))
+    agent = agent or agent_of(state, settings)
     store = run_store(settings)
     sessions = open_sessions(state.config.get("session_store"), settings) if state.session_id else None
     telemetry = telemetry_from_settings(settings)
@@ -748,6 +746,33 @@ def _execute(
         store.close()
         if telemetry is not None:
             telemetry.shutdown()  # sends the spans still waiting in the batch
+
+
+def agent_of(state: RunState, settings: Settings) -> Agent:
+    """The agent a run recorded when it began, built again: from its recipe, or for a run of
+    `tether mcp serve --agent FILE`, from that file (its recorded limits, raised on resume, kept)."""
+    from dataclasses import replace
+
+    from tether.assembly import build_agent, served_agents
+    from tether.errors import ConfigError
+
+    spec, name = state.config.get("agent_spec"), state.config.get("agent")
+    if not isinstance(spec, str):
+        return build_agent(settings, recipe_of(state))
+    served = f"run {state.run_id} is a run of `tether mcp serve --agent {spec}` (agent {name!r})"
+    try:
+        agents = served_agents(settings, spec)
+    except ConfigError as exc:
+        raise usage_error(f"{served}, and its agents cannot be built now: {exc}; nothing was run") from None
+    agent = agents.get(name) if isinstance(name, str) else None
+    if agent is None:
+        raise usage_error(
+            f"{served}, which {spec} no longer defines (it defines: {', '.join(agents)}); nothing was run"
+        )
+    limits = {
+        key: state.config[key] for key in ("max_turns", "max_budget_usd", "max_run_tokens") if key in state.config
+    }
+    return replace(agent, **limits)
 
 
 def recipe_of(state: RunState) -> Recipe:

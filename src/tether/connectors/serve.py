@@ -160,8 +160,9 @@ def build_server(
     _add_knowledge_tools(server, settings)
     if tokens is None and settings.memory.enabled:
         _add_memory_tool(server, settings)
-    recipes = _recipes(settings, agent_spec)
-    for name, agent in _configured_agents(settings, agent_spec).items():
+    agents = _configured_agents(settings, agent_spec)
+    recipes = _recipes(settings, agent_spec, agents)
+    for name, agent in agents.items():
         _add_agent_tool(server, settings, name, agent, stop, recipes.get(name))
     _strict_protocol(server)
     return server
@@ -388,14 +389,17 @@ def _configured_agents(settings: "Settings", spec: str | None) -> "dict[str, Age
     return {}
 
 
-def _recipes(settings: "Settings", spec: str | None) -> dict[str, dict[str, Any]]:
-    """What a run of each ``[agents.NAME]`` agent records of its recipe (its MCP servers, knowledge
-    bases, skills, memory...), so `tether resume` builds the same agent; none for agents of a Python
-    file, which only their file builds."""
+def _recipes(settings: "Settings", spec: str | None, agents: "dict[str, Agent]") -> dict[str, dict[str, Any]]:
+    """What a run of each agent records of how to build it again, so `tether resume` builds the
+    same agent: an ``[agents.NAME]`` agent's recipe (its MCP servers, knowledge bases, skills,
+    memory...); for the agents of a Python file or module, where to find it (``agent_spec``)."""
     from tether.assembly import served_recipe
 
-    if spec or settings.serve.agent:
-        return {}
+    spec = spec or settings.serve.agent
+    if spec:
+        path = Path(spec).expanduser()
+        where = str(path.resolve()) if spec.endswith(".py") or path.is_file() else spec
+        return {name: {"agent_spec": where} for name in agents}
     return {name: served_recipe(settings, name).config() for name in settings.agents}
 
 
