@@ -366,6 +366,29 @@ def _next_name(name: str) -> str:
     return f"messages-{int(match.group(1)) + 1 if match else 1}.jsonl"
 
 
+# How long a lock found held is asked again: :meth:`RunStore.held` and :meth:`RunStore.session_holder`
+# ask with a shared lock, taken and let go at once (another server process on the home asks so of each
+# run it shows), which a run taking its lock at that moment must not read as another run holding it.
+_PROBE_GRACE_S = 0.2
+
+
+def _take_lock(fd: int) -> None:
+    """An exclusive ``flock`` on ``fd``, or BlockingIOError when it is held longer than a question of
+    who holds it (:data:`_PROBE_GRACE_S`)."""
+    import fcntl
+    import time
+
+    deadline = time.monotonic() + _PROBE_GRACE_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
+
+
 class RunStore:
     """Runs under ``root`` (usually ``$TETHER_HOME/runs``)."""
 
@@ -569,7 +592,6 @@ class RunStore:
     def lock(self, run_id: str) -> Iterator[None]:
         """Hold the run for this process while it runs: two processes resuming one run at once
         would both run its pending calls."""
-        import fcntl
 
         d = self._dir(run_id)
         private_dir(d)
@@ -579,7 +601,7 @@ class RunStore:
             fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _take_lock(fd)
             except BlockingIOError as exc:
                 raise StoreError(
                     f"run {run_id} is running in another process right now; wait for it to "
@@ -603,7 +625,6 @@ class RunStore:
         calls as interrupted. The lock is a file under ``runs/.sessions`` that names its run.
         ``holder``: the words that name another holder than a run (``tether sessions delete``);
         ``then``: what a refusal tells the person to do, for a holder that sends no message."""
-        import fcntl
 
         folder = self.root / ".sessions"
         with contextlib.suppress(FileNotFoundError):  # tether's folder: never a link to write through
@@ -617,7 +638,7 @@ class RunStore:
             fd = open_own(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0))
         try:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _take_lock(fd)
             except BlockingIOError as exc:
                 busy = os.pread(fd, _HOLDER_WIDTH, 0).decode(errors="replace").strip() or "another run"
                 then = then or (
