@@ -6,8 +6,10 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -118,3 +120,22 @@ def test_a_stop_posted_to_another_process_stops_the_run_where_it_runs(two: tuple
         events = read_events(cb, f"/v1/runs/{run_id}/events")
         assert events[-1]["event"] == "done" and events[-1]["result"]["status"] == "interrupted"
         assert cb.post(f"/v1/runs/{run_id}/cancel").status_code == 409  # stopped: nothing to stop
+
+
+def test_the_events_of_a_run_another_process_drives_are_not_pruned(tmp_path: Path) -> None:
+    """Was: a server pruned the event log of a run another process on its home drove, once the log
+    had been quiet longer than keep_events_days (a run waiting on a long call), as a finished run's:
+    that process then went on numbering after events its clients could no longer read."""
+    from tether.harness.store import RunStore
+    from tether.server.runs import RunManager
+
+    home = tmp_path / "home"
+    runs = RunStore(home / "runs")
+    manager = RunManager(home=home, agents={}, runs=runs, sessions=Any, store=Any)
+    log = manager.log_path("run_elsewhere")
+    log.parent.mkdir(parents=True)
+    log.write_text('1\tstarted\t{"type": "started"}\n')
+    with runs.lock("run_elsewhere"):  # as the process driving it holds it
+        assert manager.prune_events(0, now=time.time() + 10) == 0
+        assert log.read_text().startswith("1\tstarted")
+    assert manager.prune_events(0, now=time.time() + 10) == 1  # nobody holds it: a finished run's

@@ -924,6 +924,8 @@ class RunManager:
             with contextlib.suppress(FileNotFoundError):
                 if not entry.is_file(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_mtime >= cutoff:
                     continue
+                if self._held_elsewhere(run_id):  # live in another process on this home (quiet a while)
+                    continue
                 log = EventLog.load(Path(entry.path))
                 if not log.items:
                     continue  # pruned already (or empty)
