@@ -183,3 +183,56 @@ def test_a_served_run_of_an_agent_file_stopped_for_approval_is_decided_with_teth
     out = run()
     assert out.returncode == 0, out.stderr
     assert "ok delete_file" in out.stderr and not (workspace / "access.log").exists()
+
+
+V1_SERVER = """\
+import sys
+
+print("Traceback (most recent call last):", file=sys.stderr)
+print(
+    "ModuleNotFoundError: No module named 'mcp.server.fastmcp'. This is mcp 2.x, where FastMCP was renamed to "
+    "MCPServer (from mcp.server.mcpserver import MCPServer) and other APIs changed; see the migration guide at "
+    "https://py.sdk.modelcontextprotocol.io/v2/migration/#fastmcp-renamed-to-mcpserver or pin 'mcp<2' to keep "
+    "running v1 code.",
+    file=sys.stderr,
+)
+sys.exit(1)
+"""
+
+
+def test_a_server_that_will_not_start_is_quoted_to_the_end_of_its_advice(tmp_path: Path) -> None:
+    """Was: a small server written for mcp 1.x (`from mcp.server.fastmcp import FastMCP`, as most
+    examples on the web still have it) failed under mcp 2 with an error whose last line ends in its
+    fix, and `tether run --mcp` quoted that line cut at 300 characters, without a sign: "...or pin )",
+    the fix ('mcp<2') gone. The last line is now quoted up to 1,000 characters, and a cut says so."""
+    home = tmp_path / "home"
+    home.mkdir()
+    server = tmp_path / "v1_server.py"
+    server.write_text(V1_SERVER)
+    (home / "config.toml").write_text(f'[mcp.v1]\ncommand = "{sys.executable}"\nargs = ["{server}"]\n')
+    env = {**os.environ, "TETHER_HOME": str(home)}
+    out = subprocess.run(
+        [sys.executable, "-m", "tether", "run", "--model", "scripted/hello", "--mcp", "v1", "hi"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "MCP server v1 did not start: the process exited with status 1" in out.stderr
+    assert "or pin 'mcp<2' to keep running v1 code.)" in out.stderr
+    # A line longer than that is cut, and the cut is said.
+    server.write_text("import sys\nprint('x' * 1500 + 'END', file=sys.stderr)\nsys.exit(1)\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "tether", "mcp", "list"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1
+    assert "x" * 1000 + "… (503 more characters))" in out.stdout + out.stderr

@@ -43,6 +43,9 @@ TERM_GRACE_S = 2.0  # after SIGTERM, before SIGKILL
 STDERR_LINES = 20
 STDERR_LINE_BYTES = 4096  # of each stderr line kept: the tail says why it died, it is no log
 STDERR_CHUNK = 64 * 1024
+# The most of a server's last stderr line a start failure quotes: a Python exception's whole message
+# (mcp 2's "No module named 'mcp.server.fastmcp'" ends in its fix, past 300 characters).
+LAST_WORDS_CHARS = 1_000
 EXIT_DRAIN_S = 0.5  # after the server exits, for its last words on stdout to be read
 
 
@@ -105,7 +108,9 @@ class StdioProcess:
     def last_error_line(self) -> str:
         """The last line the server wrote to stderr (what a person needs to fix a server that will
         not start), without the values of its ``env`` (withheld before it is cut, so none is cut in half)."""
-        last = self.redact(next((line for line in reversed(self.stderr_tail) if line.strip()), ""))[:300]
+        last = self.redact(next((line for line in reversed(self.stderr_tail) if line.strip()), ""))
+        if len(last) > LAST_WORDS_CHARS:  # the cut said: an exception's advice often ends its line
+            last = f"{last[:LAST_WORDS_CHARS]}… ({len(last) - LAST_WORDS_CHARS:,} more characters)"
         return printable(last)  # shown at the terminal: an escape in it is written out, not obeyed
 
     @contextlib.asynccontextmanager
