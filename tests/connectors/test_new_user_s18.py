@@ -236,3 +236,57 @@ def test_a_server_that_will_not_start_is_quoted_to_the_end_of_its_advice(tmp_pat
     )
     assert out.returncode == 1
     assert "x" * 1000 + "… (503 more characters))" in out.stdout + out.stderr
+
+
+WEATHER = """\
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("weather")
+
+
+@app.prompt()
+def forecast(city: str) -> str:
+    \"\"\"Ask for a forecast.\"\"\"
+    return f"What is the weather in {city}?"
+
+
+app.run()
+"""
+
+
+def test_a_prompt_asked_without_its_required_argument_says_which_to_add(tmp_path: Path) -> None:
+    """Was: a prompt of a server written with the MCP SDK (`forecast(city)`), asked without `city`
+    (`tether mcp prompts wx forecast`, or `/forecast` in `tether chat --mcp wx`), said only "the MCP
+    server wx could not answer the prompt forecast: Internal server error" (the SDK's words for its
+    own missing argument), and a prompt it has not, the same. tether lists the prompt's arguments
+    before asking: a required one left out, or an unknown prompt, is said in words, with what to
+    add or the prompts there are; nothing is sent."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (tmp_path / "weather.py").write_text(WEATHER)
+    (home / "config.toml").write_text(f'[mcp.wx]\ncommand = "{sys.executable}"\nargs = ["weather.py"]\n')
+    env = {**os.environ, "TETHER_HOME": str(home)}
+
+    def tether(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tether", *args],
+            cwd=tmp_path,
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    out = tether("mcp", "prompts", "wx", "forecast")
+    assert out.returncode == 2, out.stderr
+    assert "the prompt forecast of the MCP server wx needs city: add city=..." in out.stderr
+    assert "Internal server error" not in out.stderr
+    out = tether("mcp", "prompts", "wx", "nope")
+    assert out.returncode == 2 and "the MCP server wx has no prompt 'nope' (its prompts: forecast)" in out.stderr
+    out = tether("mcp", "prompts", "wx", "forecast", "city=Oslo")
+    assert out.returncode == 0 and "What is the weather in Oslo?" in out.stdout, out.stderr
+    out = tether("chat", "--model", "scripted/hello", "--mcp", "wx", "--session", "s", stdin="/forecast\n")
+    assert out.returncode == 0, out.stderr
+    assert "/forecast: the prompt forecast of the MCP server wx needs city: add city=..." in out.stderr
+    assert "[completed]" not in out.stderr  # nothing was sent

@@ -347,7 +347,8 @@ def cmd_resources(args: argparse.Namespace) -> int:
 
 @stops_in_words
 def cmd_prompts(args: argparse.Namespace) -> int:
-    from tether.connectors._resources import prompt_messages, prompts_text
+    from tether.connectors._resources import prompts_text
+    from tether.connectors.prompts import filled_prompt
 
     if args.prompt is None:
         print(_printable(_with_server(args.server, prompts_text)))
@@ -356,7 +357,7 @@ def cmd_prompts(args: argparse.Namespace) -> int:
     if bad:
         raise usage_error(f"prompt arguments are KEY=VALUE, not {bad[0]!r}")
     arguments = dict(a.split("=", 1) for a in args.arguments)
-    for role, said in _with_server(args.server, lambda c: prompt_messages(c, args.prompt, arguments)):
+    for role, said in _with_server(args.server, lambda c: filled_prompt(c, args.prompt, arguments)):
         print(f"[{role}]\n{_printable(said)}")
     return 0
 

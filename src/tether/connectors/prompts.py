@@ -17,7 +17,15 @@ from tether.errors import UserError
 if TYPE_CHECKING:
     from tether.connectors.mcp import McpConnector
 
-__all__ = ["expand_prompt", "gather_listings", "is_prompt_line", "list_prompts", "parse_prompt_line"]
+__all__ = [
+    "check_arguments",
+    "expand_prompt",
+    "filled_prompt",
+    "gather_listings",
+    "is_prompt_line",
+    "list_prompts",
+    "parse_prompt_line",
+]
 
 
 def parse_prompt_line(line: str) -> tuple[str | None, str, dict[str, str]]:
@@ -52,15 +60,42 @@ async def expand_prompt(connectors: Sequence[McpConnector], line: str) -> str | 
         await connector.start()
         try:
             try:
-                names = [p["name"] for p in await _prompts(connector)]
+                listed = await _prompts(connector)
             except Exception:  # a server without prompts (or that fails to list them) has not this one
                 continue
-            if prompt in names:
+            found = next((p for p in listed if p["name"] == prompt), None)
+            if found is not None:
+                check_arguments(connector.server, found, arguments)
                 messages = await prompt_messages(connector, prompt, arguments)
                 return "\n\n".join(text for _, text in messages)
         finally:
             await connector.stop()
     return None
+
+
+async def filled_prompt(connector: McpConnector, prompt: str, arguments: dict[str, str]) -> list[tuple[str, str]]:
+    """The messages of the prompt ``prompt`` of ``connector``'s server (started), filled in: a
+    :class:`UserError` naming the server's prompts when it has no such one, or the arguments it
+    requires that ``arguments`` leaves out, before the server is asked for it."""
+    from tether.connectors._resources import prompt_messages
+
+    listed = await _prompts(connector)
+    found = next((p for p in listed if p["name"] == prompt), None)
+    if found is None:
+        names = ", ".join(p["name"] for p in listed) or "none"
+        raise UserError(f"the MCP server {connector.server} has no prompt {prompt!r} (its prompts: {names})")
+    check_arguments(connector.server, found, arguments)
+    return await prompt_messages(connector, prompt, arguments)
+
+
+def check_arguments(server: str, prompt: dict[str, Any], arguments: dict[str, str]) -> None:
+    """A :class:`UserError` naming the arguments ``prompt`` (as listed) requires that ``arguments``
+    leaves out: asked without them, a server answers only "Internal server error", or fills the
+    prompt in with nothing."""
+    missing = [a["name"] for a in prompt["arguments"] if a["required"] and a["name"] not in arguments]
+    if missing:
+        add = " ".join(f"{name}=..." for name in missing)
+        raise UserError(f"the prompt {prompt['name']} of the MCP server {server} needs {', '.join(missing)}: add {add}")
 
 
 async def list_prompts(connectors: Sequence[McpConnector]) -> list[dict[str, Any]]:
