@@ -290,3 +290,67 @@ def test_a_prompt_asked_without_its_required_argument_says_which_to_add(tmp_path
     assert out.returncode == 0, out.stderr
     assert "/forecast: the prompt forecast of the MCP server wx needs city: add city=..." in out.stderr
     assert "[completed]" not in out.stderr  # nothing was sent
+
+
+WHO_FILE = """\
+from tether import Agent, tool
+from tether.connectors._acting import ACTING
+from tether.testing import FunctionModel, call
+
+
+@tool(read_only=True)
+def whoami() -> str:
+    \"\"\"Whose accounts the run's MCP servers use.\"\"\"
+    return f"acting for {{ACTING.get()}}"
+
+
+def model(messages, request):
+    if len(messages) == 1:
+        return call("c1", "whoami")
+    return "The run " + messages[-1].content[0].text
+
+
+agent = Agent(FunctionModel(model), tools=[whoami], cwd={cwd!r})
+"""
+
+
+def test_a_served_run_of_a_token_user_resumed_from_the_command_line_acts_for_that_user(tmp_path: Path) -> None:
+    """Was: (reachable once a served run resumes with its agent's MCP servers) `tether resume` of a
+    run `tether mcp serve --http` made for a token's user (its config says "user": "alice") went on
+    as the person at this machine: an MCP server that signs each user in (auth = "oauth") would have
+    used `tether mcp login`'s account, not alice's, which the docs promise a token user's run never
+    does. The resumed run now acts for its user, as where it was served."""
+    from tether.harness.state import RunState
+    from tether.harness.store import RunStore
+    from tether.messages import TextPart, UserMessage
+
+    home = tmp_path / "home"
+    agents = tmp_path / "agents.py"
+    agents.write_text(WHO_FILE.format(cwd=str(tmp_path)))
+    config = {
+        "agent": "default",
+        "served": "mcp",
+        "user": "alice",
+        "prompt": "who?",
+        "model": "function/function",
+        "cwd": str(tmp_path),
+        "max_turns": 5,
+        "max_budget_usd": None,
+        "max_run_tokens": None,
+        "agent_spec": str(agents),
+    }
+    state = RunState(run_id="run_00000000000000a1", ext={"config": config})
+    state.messages.append(UserMessage(content=(TextPart(text="who?"),)))
+    state.status = "running"  # as a server stopped under it left it
+    RunStore(home / "runs").save(state)
+    out = subprocess.run(
+        [sys.executable, "-m", "tether", "resume", state.run_id],
+        cwd=tmp_path,
+        env={**os.environ, "TETHER_HOME": str(home), "PYTHONDONTWRITEBYTECODE": "1"},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "The run acting for alice" in out.stdout, out.stdout + out.stderr

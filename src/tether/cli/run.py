@@ -373,7 +373,20 @@ def cmd_resume(args: argparse.Namespace) -> int:
         state.config["max_budget_usd"] = args.max_budget
     if args.max_run_tokens is not None:
         state.config["max_run_tokens"] = args.max_run_tokens
-    return drive(state, None, settings, json_out=args.json, asking=at_terminal(args.json))
+    with _acting_for_its_user(state):
+        return drive(state, None, settings, json_out=args.json, asking=at_terminal(args.json))
+
+
+def _acting_for_its_user(state: RunState) -> contextlib.AbstractContextManager[None]:
+    """A run `tether mcp serve` made for a token's user goes on as that user's: an MCP server that
+    signs each user in gets their connection, never `tether mcp login`'s (the person resuming it),
+    and nothing is asked at this terminal for it (it stops for the question, as where it was served)."""
+    user = state.config.get("user")
+    if state.config.get("served") != "mcp" or not isinstance(user, str):
+        return contextlib.nullcontext()
+    from tether.connectors._acting import acting_as
+
+    return acting_as(user)
 
 
 def _check_no_subagent(state: RunState, store: Any) -> None:
@@ -507,8 +520,9 @@ def _check_token_limit_allows_more(state: RunState, args: argparse.Namespace) ->
     """A run its token limit stopped needs a larger one (a new total, as --max-budget is), or it
     stops again at once; a new limit the run has already used is refused whatever it stopped for."""
     from tether.harness.limits import stopped_at_token_limit
+    from tether.harness.state import spent_tokens_at_resume
 
-    used, given = state.spent_tokens, args.max_run_tokens
+    used, given = spent_tokens_at_resume(state), args.max_run_tokens  # as its resume counts
     if stopped_at_token_limit(state) and (given is None or given <= used):
         limit = state.config.get("max_run_tokens")
         of = f" of {limit:,}" if isinstance(limit, int) else ""
