@@ -58,6 +58,7 @@ __all__ = [
     "new_run_id",
     "pending_tool_calls",
     "reject",
+    "spent_tokens_at_resume",
     "spent_unknown_usd",
     "steps",
     "this_turn",
@@ -126,6 +127,15 @@ def spent_unknown_usd(cost_unknown_usd: float, in_flight: CallInFlight | None) -
     only out). A report of the run's cost says it beside the cost, as its budget counts it."""
     lost = (in_flight.max_cost_usd or 0.0) if in_flight is not None else 0.0
     return cost_unknown_usd + lost
+
+
+def spent_tokens_at_resume(state: RunState) -> int:
+    """The tokens ``max_run_tokens`` counts against a run once it is resumed: its
+    :attr:`RunState.spent_tokens`, and the prompt and whole answer of the request a run whose
+    process stopped had out (:func:`spent_unknown_usd`'s ``in_flight``, which the resume counts so).
+    A new token limit given to a resume must be above it, or the run stops again at once."""
+    lost = state.call_in_flight
+    return state.spent_tokens + (lost.prompt_tokens + lost.max_tokens if lost is not None else 0)
 
 
 # The finish reason of an assistant message a policy wrote in place of the model's answer (a

@@ -37,7 +37,7 @@ from tether.errors import ConfigError, StaleRunError, StoreError, TetherError, U
 from tether.events import snake_keys
 from tether.harness.agent import Agent
 from tether.harness.limits import stopped_at_token_limit
-from tether.harness.state import RunState, approve, reject, spent_unknown_usd
+from tether.harness.state import RunState, approve, reject, spent_tokens_at_resume, spent_unknown_usd
 from tether.server.agents import checked_agents, describe, load_agents
 from tether.server.events import EventLog, hide_home, hide_home_in
 from tether.server.guard import LOCAL_ONLY, Guard, Lifespan, Unstarted, is_stop, route_path
@@ -1949,7 +1949,7 @@ def _check_resumable(state: RunState, body: ResumeBody) -> None:
 def _check_token_limit_raised(state: RunState, body: ResumeBody) -> None:
     """A run its token limit stopped goes on only with a larger one (a new total, as the budget's);
     a new limit it has already used is refused whatever it stopped for."""
-    used, given = state.spent_tokens, body.max_run_tokens
+    used, given = spent_tokens_at_resume(state), body.max_run_tokens  # as its resume counts
     if stopped_at_token_limit(state) and (given is None or given <= used):
         raise ApiError(
             409,
