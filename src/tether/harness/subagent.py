@@ -251,6 +251,20 @@ def charged_usage(parent: RunState, call_id: str) -> Usage:
     return Usage.model_validate(usage) if isinstance(usage, dict) else Usage()
 
 
+def _charged_unknown_tokens(parent: RunState, call_id: str) -> int:
+    """The worst case of the child's requests lost in a kill already added to the parent's
+    ``tokens_unknown``, as its last saved record says."""
+    saved = children(parent).get(call_id)
+    return int(saved.get("tokens_unknown") or 0) if isinstance(saved, dict) else 0
+
+
+def charged_tokens(parent: RunState, call_id: str) -> int:
+    """All the child's tokens already counted against the parent's token limit: its usage and its
+    lost requests' worst case (what :func:`charged` is for dollars). Given back to its share on
+    resume, and taken from what was promised to it."""
+    return charged_usage(parent, call_id).total_tokens + _charged_unknown_tokens(parent, call_id)
+
+
 def charge_child(parent: RunState, call_id: str, child: RunState) -> None:
     """Add to the parent's cost, usage and delegated turns what the child spent since its last
     saved record (never twice); called before that record is replaced."""
@@ -258,10 +272,7 @@ def charge_child(parent: RunState, call_id: str, child: RunState) -> None:
     turns = charged_turns(parent, call_id)
     parent.cost_usd += child.cost_usd - cost
     parent.cost_unknown_usd += child.cost_unknown_usd - unknown
-    saved = children(parent).get(call_id)
-    parent.tokens_unknown += child.tokens_unknown - int(
-        saved.get("tokens_unknown") or 0 if isinstance(saved, dict) else 0
-    )
+    parent.tokens_unknown += child.tokens_unknown - _charged_unknown_tokens(parent, call_id)
     parent.delegated_turns += child.turns + child.delegated_turns - turns
     before, now = charged_usage(parent, call_id), child.usage
     if now != before:
@@ -320,7 +331,7 @@ def _beside(ctx: ToolContext, name: str) -> _Beside:
         if limits.get("turns") is not None:
             turns += max(0, int(limits["turns"]) - charged_turns(parent, call.id))
         if limits.get("tokens") is not None:
-            tokens += max(0, int(limits["tokens"]) - charged_usage(parent, call.id).total_tokens)
+            tokens += max(0, int(limits["tokens"]) - charged_tokens(parent, call.id))
     return _Beside(usd, turns, tokens, waiting)
 
 
@@ -513,7 +524,7 @@ class AgentTool:
             # on: the child's budget, less what it has spent (added to the parent's cost as it goes).
             parent.hold(call_id, lambda: carve - sum(charged(parent, call_id)))
         if tokens is not None and ctx.tokens_left is not None:  # the same for its tokens
-            parent.hold_tokens(call_id, lambda: tokens - charged_usage(parent, call_id).total_tokens)
+            parent.hold_tokens(call_id, lambda: tokens - charged_tokens(parent, call_id))
         try:
             return await self._run_child(ctx, agent, child, prompt)
         finally:
@@ -681,8 +692,9 @@ class AgentTool:
     def _tokens(self, ctx: ToolContext) -> int | None:
         """The child's ``max_run_tokens``: its own, within its share of what the parent's token
         limit leaves when the call starts, less the parent's reserve for its own next call and a
-        request it has out (as the budget). What the child used before a stop is already in the
-        parent's usage, so it is given back to the carve on resume."""
+        request it has out (as the budget). What the child used before a stop (and the worst case of
+        a request of its lost in a kill) is already counted in the parent, so it is given back to
+        the carve on resume."""
         limit = self.agent.max_run_tokens
         if ctx.tokens_left is None:
             return limit
@@ -690,7 +702,7 @@ class AgentTool:
         note = ctx.state.call_in_flight
         out = note.prompt_tokens + note.max_tokens if note is not None else 0
         share = (ctx.tokens_left - ctx.reserve_tokens - beside.tokens - out) // (1 + beside.waiting)
-        carve = max(0, share + charged_usage(ctx.state, ctx.call_id).total_tokens)
+        carve = max(0, share + charged_tokens(ctx.state, ctx.call_id))
         return carve if limit is None else min(limit, carve)
 
     def _no_tokens(self, ctx: ToolContext) -> ToolResult | None:
