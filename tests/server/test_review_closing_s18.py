@@ -55,3 +55,45 @@ def test_a_token_limit_given_to_a_resume_counts_the_request_a_stopped_server_had
         assert r.status_code == 409, r.text
         assert f"already used {used + 7000:,} tokens" in r.json()["error"]["message"]
         assert store.load(run_id).tokens_unknown == 0  # nothing was run
+
+
+def test_a_stream_of_a_run_another_process_just_started_waits_for_it_to_take_the_run(
+    served: Any, tmp_path: Path
+) -> None:
+    """Was: a client's event stream that reached this process while another server process on the
+    same home had started the run (its start record and first events written) but not yet taken
+    the run's lock (a moment later, on its run loop or in a run process) ended at what was
+    written, without the run's done: the follow stopped as soon as nobody held the run. A run
+    whose start record is there is now given the same few seconds to be taken as one let go of
+    is given to write its done."""
+    import json
+    import threading
+    import time
+
+    from tether.server.events import EventLog
+
+    agents = tmp_path / "agents.py"
+    agents.write_text(AGENTS)
+    server = served(agents_module=agents)
+    with server.client() as c:
+        sid = c.post("/v1/sessions", json={}).json()["session_id"]
+        run_id = c.post(f"/v1/sessions/{sid}/messages", json={"text": "Which file mentions a timeout?"}).json()[
+            "run_id"
+        ]
+        last = read_events(c, f"/v1/runs/{run_id}/events")[-1]
+        assert last["event"] == "done"
+        # Another process on this home continues the run: its start record, before it holds the run.
+        (server.home / "serve" / "starts" / f"{run_id}.json").write_text(json.dumps({"began_after": last["id"]}))
+        got: list[list[dict[str, Any]]] = []
+        reader = threading.Thread(
+            target=lambda: got.append(read_events(c, f"/v1/runs/{run_id}/events", last_event_id=last["id"]))
+        )
+        reader.start()
+        time.sleep(0.5)  # the stream reaches the log's end while nobody holds the run (an order, not a bound)
+        with RunStore(server.home / "runs").lock(run_id):  # ...then the other process takes it and goes on
+            log = EventLog.load(server.home / "serve" / "events" / f"{run_id}.log")
+            log.append("done", {"type": "done", "run_id": run_id, "result": {"status": "completed"}})
+            log.close()
+        reader.join(30)
+        assert not reader.is_alive() and got, "the stream did not end"
+        assert [e["event"] for e in got[0]] == ["done"], got

@@ -294,16 +294,21 @@ class LogFile:
     ``held``: whether another process (a second server on this home) drives the run now. While it
     does, the log is followed as that process writes it (looked at every :attr:`POLL_S`), to the
     run's own ``done``: a stream that ended at what was written so far left its client without
-    the run's end."""
+    the run's end. ``started``: whether the run's start record is there (a process on this home
+    started a part of it that has not ended): not held yet, it is given :attr:`DONE_GRACE_S` to be
+    taken (the process that started it takes the run's lock a moment after its first events)."""
 
     SLICE = 1 << 20
     POLL_S = 0.1
     DONE_GRACE_S = 5.0  # how long a run let go of is given to write its done (it may come just after)
     live = False
 
-    def __init__(self, path: Path, held: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self, path: Path, held: Callable[[], bool] | None = None, started: Callable[[], bool] | None = None
+    ) -> None:
         self.path = path
         self.held = held
+        self.started = started
 
     def ready(self, after: int) -> list[tuple[int, str, str]]:
         return []  # all is read in follow(), off the event loop
@@ -330,7 +335,7 @@ class LogFile:
                     return
                 if await asyncio.to_thread(self.held):
                     followed = True  # driven elsewhere: what it writes next is read next
-                elif not followed or last == "done" or grace >= self.DONE_GRACE_S:
+                elif last == "done" or grace >= self.DONE_GRACE_S or not (followed or await self._started()):
                     tailing = False  # what is left of a last line without its newline, then the end
                     continue
                 else:
@@ -342,6 +347,9 @@ class LogFile:
                     yield None
         finally:
             os.close(fd)
+
+    async def _started(self) -> bool:
+        return self.started is not None and await asyncio.to_thread(self.started)
 
     def _slice(
         self, fd: int, lines: _LogLines, rest: bytes, after: int, last: bool = True

@@ -942,7 +942,11 @@ class RunManager:
         if live is not None:
             return live.log
         # Not live here: followed as another process on this home writes it while that one holds the run.
-        return LogFile(self.log_path(run_id), held=lambda: self._held_elsewhere(run_id))
+        return LogFile(
+            self.log_path(run_id),
+            held=lambda: self._held_elsewhere(run_id),
+            started=lambda: self.start_path(run_id).exists(),
+        )
 
     def _unrecorded(self, state: RunState, saving: concurrent.futures.Future[None]) -> None:
         """A run stopped while it waited for the database: what it did and its stop are told as
