@@ -208,27 +208,37 @@ async def _probe(settings: Settings, name: str, timeout: float) -> list[str]:
         return [head, f"  not working: {exc}"]
     try:
         from tether.connectors import McpTool
+        from tether.connectors.mcp import lends, near_name
+
+        def lent(unknown: str, tool: str) -> bool:
+            return lends(table.tools[unknown], table.approval) and near_name(unknown, tool)
 
         tools = [t for t in connector.tools() if isinstance(t, McpTool)]
         extra = [t.name for t in connector.tools() if not isinstance(t, McpTool)]
         lines = [head, f"  ok: {len(tools)} tool{'s' if len(tools) != 1 else ''}"]
         width = max((len(t.name) for t in tools), default=0)
-        lines += [f"  {t.name:{width}}  {approval_words(t, overridden=t.server_tool in table.tools)}" for t in tools]
+        for t in tools:
+            lender = next((u for u in connector.unknown_overrides if lent(u, t.server_tool)), None)
+            written = t.server_tool if t.server_tool in table.tools else lender
+            lines.append(f"  {t.name:{width}}  {approval_words(t, written)}")
         lines += [f"  resources: {', '.join(extra)} (read-only: runs without asking)"] if extra else []
         lines += [f"  left out: {tool}: {why}" for tool, why in connector.refused.items()]
         lines += [f"  trimmed: {tool}: {what}" for tool, what in connector.trimmed.items()]
         lines += [
             f"  [mcp.{name}] tools names {unknown}: the server has no such tool"
+            + (f" (did you mean {', '.join(near)}? it asks as {unknown} says meanwhile)" if near else "")
             for unknown in connector.unknown_overrides
+            for near in [[t.server_tool for t in tools if lent(unknown, t.server_tool)]]
         ]
         return lines
     finally:
         await connector.stop()
 
 
-def approval_words(tool: McpTool, *, overridden: bool) -> str:
-    """How a tool's calls are approved, in words."""
-    source = f'tools.{tool.server_tool} = "{tool.policy}"' if overridden else f'approval = "{tool.policy}"'
+def approval_words(tool: McpTool, written: str | None) -> str:
+    """How a tool's calls are approved, in words; ``written``: the ``tools`` entry its policy
+    comes from (its own name, or a misspelling of it), if any."""
+    source = f'tools.{written} = "{tool.policy}"' if written else f'approval = "{tool.policy}"'
     if tool.policy == "always":
         return f"asks first ({source})"
     if tool.policy == "never":

@@ -31,7 +31,7 @@ import re
 import threading
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -158,17 +158,36 @@ def _skeleton(name: str) -> str:
     return _NOT_ALLOWED.sub("_", plain.translate(_LOOK_ALIKE).replace("-", "_"))
 
 
-def approval_policy(tool: str, overrides: Mapping[str, str], default: str) -> str:
+def approval_policy(tool: str, overrides: Mapping[str, str], default: str, unknown: Iterable[str] = ()) -> str:
     """The policy of the server's tool ``tool``: the override naming it exactly (the person's
     word, looser or stricter); else the strictest of ``default`` and every override whose name reads
     the same (:func:`_skeleton`): ``send_email = "always"`` holds for a ``send_emaіl`` with a Cyrillic
     ``і``, a fullwidth or decomposed spelling, so a server cannot dodge it by a look-alike name, while
-    a looser override (``"never"``) is never lent to a name it does not give exactly."""
+    a looser override (``"never"``) is never lent to a name it does not give exactly. An override in
+    ``unknown`` (naming no tool of the server: a typo, ``send_emial``, or a tool renamed) also lends
+    what it asks more to a tool whose name is near its own (:func:`near_name`), so a mistyped guard
+    asks a person rather than leave the tool it meant unguarded."""
     if tool in overrides:
         return overrides[tool]
     reads = _skeleton(tool)
     alike = [policy for name, policy in overrides.items() if _skeleton(name) == reads]
+    alike += [overrides[name] for name in unknown if near_name(name, tool)]
     return max([default, *alike], key=_STRICTNESS.__getitem__)
+
+
+def near_name(written: str, tool: str) -> bool:
+    """Whether an override ``written`` for a tool the server lacks is likely a misspelling of the
+    server's ``tool`` (both as they read, :func:`_skeleton`): a letter or two swapped, missing,
+    doubled or wrong."""
+    import difflib
+
+    return difflib.SequenceMatcher(None, _skeleton(written), _skeleton(tool)).ratio() >= 0.8
+
+
+def lends(policy: str, default: str) -> bool:
+    """Whether an override's ``policy`` asks more than the server's ``default``: only such a one is
+    lent to names it does not give exactly."""
+    return _STRICTNESS[policy] > _STRICTNESS[default]
 
 
 def needs_approval(policy: str, annotations: mcp_types.ToolAnnotations | None) -> bool:
@@ -689,6 +708,7 @@ class McpConnector(Extension):
             cfg["max_tools_chars"] or Limits.tools_chars,
         )
         overrides: dict[str, str] = cfg["tools"]
+        self.unknown_overrides = sorted(set(overrides) - {spec.name for spec in specs})
         tools: list[McpTool] = []
         self.refused, self.trimmed, total = {}, {}, 0
         from tether.memory.scan import accept_context  # the memory scan guards what enters the context
@@ -720,15 +740,15 @@ class McpConnector(Extension):
             if verdict.trimmed:
                 self.trimmed[printable(spec.name)] = verdict.trimmed
             name = tool_name(self.server, spec.name, [*reserved, *(t.name for t in tools)])
-            policy = approval_policy(spec.name, overrides, cfg["approval"])
+            policy = approval_policy(spec.name, overrides, cfg["approval"], self.unknown_overrides)
             tools.append(McpTool(self, spec, name, policy, verdict.description))
         _warn_left_out(self.server, self.refused, cut)
         if cut is not None:
             self.refused["(the rest of its tools)"] = cut
-        self.unknown_overrides = sorted(set(overrides) - {spec.name for spec in specs})
         if self.unknown_overrides:
             log.warning(
-                "[mcp.%s] tools names %s, which the server does not offer",
+                "[mcp.%s] tools names %s, which the server does not offer (what one asks more holds for "
+                "a tool whose name is near it)",
                 self.server,
                 ", ".join(self.unknown_overrides),
             )
