@@ -208,7 +208,7 @@ def test_the_json_and_models_output_hold_what_cli_md_lists(
     result = json.loads(_tether(capsys, "run", "--model", "scripted/hello", "--cwd", str(tmp_path), "--json", "hi"))
     assert list(result) == [
         "run_id", "status", "interruption", "reason", "agent", "misconfiguration", "output", "text", "empty_answer",
-        "turns", "usage", "cost_usd", "cost_unknown_usd", "unpriced_models", "tool_stats", "typed",
+        "turns", "usage", "cost_usd", "cost_unknown_usd", "tokens_unknown", "unpriced_models", "tool_stats", "typed",
     ]  # fmt: skip
     assert result["misconfiguration"] is None
     rows = {row["model"]: row["status"] for row in json.loads(_tether(capsys, "models", "--json"))}
