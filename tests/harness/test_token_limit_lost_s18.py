@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.harness.test_attack_limits_round2 import Snapshots, deleting_child
 from tether import Agent, RunState, approve, run_sync
 from tether.harness.state import CallInFlight
 from tether.harness.subagent import children
@@ -11,12 +12,13 @@ from tether.messages import Message, ToolMessage, UserMessage
 from tether.providers.base import ModelRequest
 from tether.status import SubagentInterruption
 from tether.testing import FunctionModel, Reply
-from tests.harness.test_attack_limits_round2 import Snapshots, deleting_child
 
 
 def _crashed(prompt: int, max_tokens: int) -> RunState:
     state = RunState(messages=[UserMessage.text("go")])
-    state.call_in_flight = CallInFlight(model="function", prompt_tokens=prompt, max_tokens=max_tokens, max_cost_usd=None)
+    state.call_in_flight = CallInFlight(
+        model="function", prompt_tokens=prompt, max_tokens=max_tokens, max_cost_usd=None
+    )
     return state
 
 
@@ -48,7 +50,9 @@ def test_a_childs_request_lost_in_a_kill_counts_against_the_parents_token_limit_
             return "lead done"
         return Reply(calls=(("c1", "cleaner", {"task": "a.log"}),))
 
-    parent = Agent(FunctionModel(lead), tools=[deleting_child(ran).as_tool("cleaner", "Cleans.")], max_run_tokens=60_000)
+    parent = Agent(
+        FunctionModel(lead), tools=[deleting_child(ran).as_tool("cleaner", "Cleans.")], max_run_tokens=60_000
+    )
     store = Snapshots()
     run_sync(parent, "clean", state=RunState(), store=store)
 
