@@ -11,9 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("playwright")
-
 from fastapi import FastAPI
 from playwright.sync_api import Page, expect
 
@@ -154,8 +151,6 @@ def test_a_browser_connects_its_account_with_tethers_app_mounted_under_a_prefix(
     asked "connect for local?" as if started elsewhere, and that page's form posted to
     /v1/connections/callback (404). The cookie now follows the prefix, and the pages link relatively:
     a sign-in started through the API and confirmed in Chromium connects too."""
-    pytest.importorskip("mcp")
-    pytest.importorskip("cryptography")
     import httpx
 
     from tests.connectors.oauth_process import oauth_server

@@ -5,13 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.server.conftest import read_events
 from tether import RunStore
 from tether.harness.state import CallInFlight
-
-pytest.importorskip("fastapi", reason="needs tether[serve] (the [test] extra installs it)")
 
 AGENTS = """
 import os

@@ -10,8 +10,6 @@ import pytest
 
 from tests.server.conftest import read_events, wait_until
 
-pytest.importorskip("fastapi", reason="needs tether[serve] (the [test] extra installs it)")
-
 TOKEN_AGENTS = """
 import os
 

@@ -16,8 +16,6 @@ import pytest
 
 from tests.server.conftest import EXAMPLE_WORKSPACE, TEST_AGENTS, parse_sse, read_events, serve_process
 
-pytest.importorskip("fastapi")
-
 
 class Server:
     def __init__(self, home: Path, workspace: Path) -> None:
