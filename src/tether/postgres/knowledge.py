@@ -295,22 +295,13 @@ class PgKnowledgeStore:
     def _index_again(self, conn: Any, rows: Sequence[tuple[Any, ...]]) -> None:
         """The chunks ``rows`` (id, document, heading, text) indexed in this tether's words."""
         indexed = [_Indexed.of(heading, text) for _, _, heading, text in rows]
+        ids = [int(r[0]) for r in rows]
         conn.execute(
             "UPDATE kb_chunks c SET words = u.w, tsv = u.v::tsvector "
             "FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS u(i, w, v) WHERE c.id = u.i",
-            ([int(r[0]) for r in rows], [one.words for one in indexed], [one.tsv for one in indexed]),
+            (ids, [one.words for one in indexed], [one.tsv for one in indexed]),
         )
-        postings = [
-            (term, int(row[0]), int(row[1]), tf, one.words)
-            for row, one in zip(rows, indexed, strict=True)
-            for term, tf in one.counts.items()
-        ]
-        if postings:
-            conn.execute(
-                "INSERT INTO kb_postings (kb, term, chunk_id, doc_id, tf, words) SELECT %s, t, c, d, f, w "
-                "FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::int[], %s::int[]) AS u(t, c, d, f, w)",
-                (self.kb, *map(list, zip(*postings, strict=True))),
-            )
+        self._insert_postings(conn, [int(r[1]) for r in rows], ids, indexed)
         self._count(
             conn, Counter(t for one in indexed for t in one.counts), len(indexed), sum(one.words for one in indexed)
         )
@@ -387,7 +378,7 @@ class PgKnowledgeStore:
                 ).fetchone()[0]
             )
             ids = self._insert_chunks(conn, doc_id, chunks, indexed)
-            self._insert_postings(conn, doc_id, ids, indexed)
+            self._insert_postings(conn, [doc_id] * len(ids), ids, indexed)
             self._count(
                 conn, Counter(t for one in indexed for t in one.counts), len(indexed), sum(one.words for one in indexed)
             )
@@ -424,15 +415,18 @@ class PgKnowledgeStore:
         )
         return ids
 
-    def _insert_postings(self, conn: Any, doc_id: int, ids: list[int], indexed: list[_Indexed]) -> None:
+    def _insert_postings(self, conn: Any, doc_ids: list[int], ids: list[int], indexed: list[_Indexed]) -> None:
+        """The postings of the chunks ``ids`` (of the documents ``doc_ids``, one each), indexed as ``indexed``."""
         rows = [
-            (term, cid, tf, one.words) for cid, one in zip(ids, indexed, strict=True) for term, tf in one.counts.items()
+            (term, cid, doc, tf, one.words)
+            for cid, doc, one in zip(ids, doc_ids, indexed, strict=True)
+            for term, tf in one.counts.items()
         ]
         if rows:
             conn.execute(
-                "INSERT INTO kb_postings (kb, term, chunk_id, doc_id, tf, words) SELECT %s, t, c, %s, f, w "
-                "FROM unnest(%s::text[], %s::bigint[], %s::int[], %s::int[]) AS u(t, c, f, w)",
-                (self.kb, doc_id, *map(list, zip(*rows, strict=True))),
+                "INSERT INTO kb_postings (kb, term, chunk_id, doc_id, tf, words) SELECT %s, t, c, d, f, w "
+                "FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::int[], %s::int[]) AS u(t, c, d, f, w)",
+                (self.kb, *map(list, zip(*rows, strict=True))),
             )
 
     def _count(self, conn: Any, terms: Counter[str], chunks: int, words: int) -> None:
