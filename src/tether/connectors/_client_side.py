@@ -424,8 +424,7 @@ class ClientSide:
         state = ctx.state
         used = state.spent_tokens
         since = max(0, used - self.used_at_start.get(key, used))
-        note = state.call_in_flight
-        out = note.prompt_tokens + note.max_tokens if note is not None else 0
+        out = state.tokens_in_flight
         reserve = ctx.reserve_tokens
         left = ctx.tokens_left - reserve - since - out - state.held_tokens
         if prompt + max_tokens <= left:

@@ -192,8 +192,7 @@ async def side_call(
 def _within_tokens(rc: RunContext, request: ModelRequest, prompt: int, max_tokens: int, name: str) -> ModelRequest:
     """``request`` allowed the output the run's token limit leaves (``max_run_tokens``), the
     request already out counted at its worst; a ProviderError when it leaves too few to ask."""
-    outer = rc.state.call_in_flight
-    tokens = output_left(rc.agent, rc.state, prompt, (outer.prompt_tokens + outer.max_tokens) if outer else 0)
+    tokens = output_left(rc.agent, rc.state, prompt, rc.state.tokens_in_flight)
     if tokens is None:
         return request
     if tokens < min(max_tokens, max(rc.agent.min_output_tokens, 1)):

@@ -667,7 +667,7 @@ async def _start(rc: RunContext) -> AsyncIterator[Event]:
     if lost is not None:  # the process died while a request was out: billed, never counted
         state.call_in_flight = None
         state.cost_unknown_usd += lost.max_cost_usd or 0.0
-        state.tokens_unknown += lost.prompt_tokens + lost.max_tokens
+        state.tokens_unknown += lost.worst_tokens
         rc.persist(durable=False)
         yield SpentUnknown(state.run_id, lost.model, lost.prompt_tokens, lost.max_tokens, lost.max_cost_usd)
     if plans_calls(rc.agent):

@@ -119,6 +119,11 @@ class CallInFlight(BaseModel):
     max_tokens: int
     max_cost_usd: float | None  # its worst case; None when the price is unknown
 
+    @property
+    def worst_tokens(self) -> int:
+        """Its worst case in tokens: its prompt and its whole answer."""
+        return self.prompt_tokens + self.max_tokens
+
 
 def spent_unknown_usd(cost_unknown_usd: float, in_flight: CallInFlight | None) -> float:
     """What a run may have paid beyond the cost it counted, at the worst: the requests lost when a
@@ -134,8 +139,7 @@ def spent_tokens_at_resume(state: RunState) -> int:
     :attr:`RunState.spent_tokens`, and the prompt and whole answer of the request a run whose
     process stopped had out (:func:`spent_unknown_usd`'s ``in_flight``, which the resume counts so).
     A new token limit given to a resume must be above it, or the run stops again at once."""
-    lost = state.call_in_flight
-    return state.spent_tokens + (lost.prompt_tokens + lost.max_tokens if lost is not None else 0)
+    return state.spent_tokens + state.tokens_in_flight
 
 
 # The finish reason of an assistant message a policy wrote in place of the model's answer (a
@@ -365,6 +369,11 @@ class RunState(BaseModel):
     def spent_tokens(self) -> int:
         """What ``max_run_tokens`` counts: the tokens used, plus the worst case of lost requests."""
         return self.usage.total_tokens + self.tokens_unknown
+
+    @property
+    def tokens_in_flight(self) -> int:
+        """The worst case in tokens of the model request out now (0: none), not charged yet."""
+        return self.call_in_flight.worst_tokens if self.call_in_flight is not None else 0
 
     def hold(self, key: str, unspent: Callable[[], float] | None) -> None:
         """Promise part of the budget to work that spends on its own while other calls may too (a

@@ -389,6 +389,18 @@ def _take_lock(fd: int) -> None:
             time.sleep(0.005)
 
 
+def _held_elsewhere(fd: int) -> bool:
+    """Whether another open file description holds an exclusive ``flock`` on ``fd``'s file: asked
+    with a shared lock that never blocks, let go when ``fd`` is closed."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    return False
+
+
 class RunStore:
     """Runs under ``root`` (usually ``$TETHER_HOME/runs``)."""
 
@@ -681,26 +693,19 @@ class RunStore:
         ``running`` that nobody holds was left so by a process that stopped or was killed, and
         resumes from its last save. A shared lock, taken and let go at once, is the question: it
         never blocks, and a resume that starts in that moment is told to wait."""
-        import fcntl
-
         try:
             fd = os.open(self._dir(run_id), os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0))
         except OSError:
             return False  # no folder (or something else in its place): nothing holds it
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
+            return _held_elsewhere(fd)
         finally:
             os.close(fd)  # and with it the shared lock
-        return False
 
     def session_holder(self, session_id: str) -> str | None:
         """The run a process on this machine holds the session ``session_id`` for now
         (:meth:`lock_session`, which names it in the lock file), asked as :meth:`held` asks; None
         when nobody holds it, or a holder that is no run does (``tether sessions delete``)."""
-        import fcntl
-
         if not session_id or "/" in session_id or session_id.startswith("."):
             return None  # no session lock of this store's is named so
         path = self.root / ".sessions" / f"{session_id}.lock"
@@ -710,13 +715,12 @@ class RunStore:
             return None
         try:
             try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, _HOLDER_WIDTH, 0).decode(errors="replace").strip()
-                return holder.removeprefix("run ") if holder.startswith("run ") else None
-            except OSError:
+                if not _held_elsewhere(fd):
+                    return None
+            except OSError:  # a lock that cannot be asked (a file system without them): nobody's
                 return None
-            return None
+            holder = os.pread(fd, _HOLDER_WIDTH, 0).decode(errors="replace").strip()
+            return holder.removeprefix("run ") if holder.startswith("run ") else None
         finally:
             os.close(fd)  # and with it the shared lock
 

@@ -500,7 +500,7 @@ class AgentTool:
             self._apply_decision(parent, child, ctx.call_id)
             prompt = None
         else:
-            refused = self._blank(input) or self._refusal(ctx) or self._no_budget(ctx)
+            refused = self._blank(input) or self._refusal(ctx) or self._no_budget(ctx) or self._no_tokens(ctx)
             if refused is not None:
                 return refused
             child = RunState()
@@ -641,7 +641,7 @@ class AgentTool:
     def _no_budget(self, ctx: ToolContext) -> ToolResult | None:
         budget = self._budget(ctx)
         if budget is None or budget > 0:
-            return self._no_tokens(ctx)
+            return None
         left = ctx.budget_left_usd or 0.0
         beside = " and for the sub-agents running beside this one" if self._siblings(ctx).usd > 0 else ""
         return ToolResult(
@@ -699,8 +699,7 @@ class AgentTool:
         if ctx.tokens_left is None:
             return limit
         beside = self._siblings(ctx)
-        note = ctx.state.call_in_flight
-        out = note.prompt_tokens + note.max_tokens if note is not None else 0
+        out: int = ctx.state.tokens_in_flight
         share = (ctx.tokens_left - ctx.reserve_tokens - beside.tokens - out) // (1 + beside.waiting)
         carve = max(0, share + charged_tokens(ctx.state, ctx.call_id))
         return carve if limit is None else min(limit, carve)

@@ -661,21 +661,27 @@ class _Begun:
 _ANSWER_ROOM = 1000
 
 
+def _next_call(rc: RunContext) -> tuple[int, int]:
+    """The run's own next model call at its largest, prompt and answer: the prompt as it stands (an
+    upper bound, no tokenizer) plus room for this call's result, and an answer of up to
+    ``_ANSWER_ROOM`` tokens (``max_tokens`` if smaller)."""
+    return rc.prompt_bound() + _ANSWER_ROOM, min(rc.agent.max_tokens, _ANSWER_ROOM)
+
+
 def _reserve(rc: RunContext) -> float:
-    """What the run's own next model call may cost: the prompt as it stands (an upper bound,
-    no tokenizer) plus room for this call's result, and an answer of up to ``_ANSWER_ROOM``
-    tokens (``max_tokens`` if smaller), at the model's price. 0 without a budget or a price."""
+    """What the run's own next model call may cost (:func:`_next_call`) at the model's price. 0
+    without a budget or a price."""
     if rc.agent.max_budget_usd is None or rc.price is None:
         return 0.0
-    return rc.price.worst_case(rc.prompt_bound() + _ANSWER_ROOM, min(rc.agent.max_tokens, _ANSWER_ROOM))
+    return rc.price.worst_case(*_next_call(rc))
 
 
 def _reserve_tokens(rc: RunContext) -> int:
-    """The tokens the run's own next model call may take: its prompt and answer as :func:`_reserve`
-    bounds them. 0 without a token limit."""
+    """The tokens the run's own next model call may take (:func:`_next_call`). 0 without a token
+    limit."""
     if rc.agent.max_run_tokens is None:
         return 0
-    return rc.prompt_bound() + _ANSWER_ROOM + min(rc.agent.max_tokens, _ANSWER_ROOM)
+    return sum(_next_call(rc))
 
 
 async def _execute(rc: RunContext, call: ToolCallPart, tool: Any, args: dict[str, Any]) -> AsyncIterator[Event]:
