@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         plan,
         served_agents,
         served_recipe,
+        served_recipes,
     )
     from tether.assembly.parts import (
         check_kbs,
@@ -54,6 +55,7 @@ _WHERE = {
     "plan": "tether.assembly.agents",
     "served_agents": "tether.assembly.agents",
     "served_recipe": "tether.assembly.agents",
+    "served_recipes": "tether.assembly.agents",
     "check_kbs": "tether.assembly.parts",
     "check_mcp": "tether.assembly.parts",
     "default_embedder": "tether.assembly.parts",
@@ -100,6 +102,7 @@ __all__ = [
     "plan",
     "served_agents",
     "served_recipe",
+    "served_recipes",
     "session_store",
     "skills_extension",
 ]

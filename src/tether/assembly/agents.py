@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -302,6 +303,19 @@ def served_agents(
     return checked_agents(agents)
 
 
+def served_recipes(settings: Settings, spec: str | None, names: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """What a served run of each of ``names`` (the agents :func:`served_agents` gave for ``spec``)
+    records of how to build its agent again, so that ``tether resume`` builds the same one: for the
+    agents of a Python file or module, where to find it (a file by its full path); for an
+    ``[agents.NAME]``, its recipe (its MCP servers, knowledge bases, skills, memory...); for the
+    default agent, nothing."""
+    spec = spec or settings.serve.agent
+    if spec:
+        path = _python_file(spec)
+        return {name: {"agent_spec": str(path.resolve()) if path is not None else spec} for name in names}
+    return {name: served_recipe(settings, name).config() for name in names if name in settings.agents}
+
+
 def served_recipe(settings: Settings, name: str) -> Recipe:
     """The recipe of ``[agents.NAME]`` as a server offers it (no memory unless its table names one):
     what a served run records, so that ``tether resume`` builds the same agent, its MCP servers and
@@ -351,10 +365,16 @@ def _from_python(spec: str) -> dict[str, Agent]:
     return dict(agents)
 
 
-def _import(spec: str) -> Any:
+def _python_file(spec: str) -> Path | None:
+    """The file ``--agent SPEC`` names, or None when it names a module."""
     path = Path(spec).expanduser()
+    return path if spec.endswith(".py") or path.is_file() else None
+
+
+def _import(spec: str) -> Any:
+    path = _python_file(spec)
     try:
-        if not (spec.endswith(".py") or path.is_file()):
+        if path is None:
             return importlib.import_module(spec)
         if not path.is_file():
             raise ConfigError(f"--agent {spec}: no such file")

@@ -161,7 +161,9 @@ def build_server(
     if tokens is None and settings.memory.enabled:
         _add_memory_tool(server, settings)
     agents = _configured_agents(settings, agent_spec)
-    recipes = _recipes(settings, agent_spec, agents)
+    from tether.assembly import served_recipes
+
+    recipes = served_recipes(settings, agent_spec, agents)
     for name, agent in agents.items():
         _add_agent_tool(server, settings, name, agent, stop, recipes.get(name))
     _strict_protocol(server)
@@ -387,20 +389,6 @@ def _configured_agents(settings: "Settings", spec: str | None) -> "dict[str, Age
     if spec or settings.serve.agent or settings.agents:
         return served_agents(settings, spec)
     return {}
-
-
-def _recipes(settings: "Settings", spec: str | None, agents: "dict[str, Agent]") -> dict[str, dict[str, Any]]:
-    """What a run of each agent records of how to build it again, so `tether resume` builds the
-    same agent: an ``[agents.NAME]`` agent's recipe (its MCP servers, knowledge bases, skills,
-    memory...); for the agents of a Python file or module, where to find it (``agent_spec``)."""
-    from tether.assembly import served_recipe
-
-    spec = spec or settings.serve.agent
-    if spec:
-        path = Path(spec).expanduser()
-        where = str(path.resolve()) if spec.endswith(".py") or path.is_file() else spec
-        return {name: {"agent_spec": where} for name in agents}
-    return {name: served_recipe(settings, name).config() for name in settings.agents}
 
 
 def _add_agent_tool(
