@@ -433,12 +433,7 @@ class PgRunStore:
         """The run a process holds the session ``session_id`` for now (:meth:`lock_session`): the
         one its lock's connection is named for; None when nobody holds it, or a holder that is no run."""
         with self._translated(f"look up session {session_id}"):
-            rows = self.db.execute(
-                "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
-                "AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(%s, 0)",
-                (_SESSION_PREFIX + session_id,),
-            )
+            rows = self.db.execute(_HOLDER, (_SESSION_PREFIX + session_id,))
         name = str(rows[0][0]) if rows and rows[0][0] else ""
         return name.removeprefix("tether: run ") if name.startswith("tether: run ") else None
 
@@ -452,6 +447,11 @@ class PgRunStore:
         """Nothing to release: the pool is the process's (:func:`tether.postgres.db.close_all`)."""
 
 
+_HOLDER = (  # the connection's name (``tether: run ...``) of whoever holds an advisory lock
+    "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+    "AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(%s, 0)"
+)
 _HELD = (
     "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
     "AND ((classid::bigint << 32) | objid::bigint) = hashtextextended(%s, 0))"
@@ -585,12 +585,7 @@ def _lock_session(conn: Any, session_id: str, then: str) -> None:
     key = _SESSION_PREFIX + session_id
     if _try_advisory_lock(conn, key):
         return
-    holder = conn.execute(
-        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-        "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
-        "AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended(%s, 0)",
-        (key,),
-    ).fetchone()
+    holder = conn.execute(_HOLDER, (key,)).fetchone()
     name = str(holder[0]).removeprefix("tether: ") if holder and holder[0] else "another run"
     then = then or (
         "nothing was sent or run. Wait for that run to stop (or stop it), then send this message again, or use "
