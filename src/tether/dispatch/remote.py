@@ -218,12 +218,8 @@ class RemoteRuns:
         queued = asyncio.get_running_loop().run_in_executor(self._queuing, queue)
         try:
             await asyncio.shield(queued)  # a request cut meanwhile: the thread goes on, and the session stays taken
-            while starting.stops:  # asked after the thread looked (they go with the job from there on)
-                reason = starting.stops.pop(0)
-                try:
-                    await asyncio.to_thread(self.jobs.request_cancel, turn.run_id, reason)
-                except Exception as exc:  # the run started: the message's answer says so
-                    _log.warning("run %s: the stop asked as it was queued was not passed on: %s", turn.run_id, exc)
+            while starting.stops:  # asked after the thread looked: checked again here, on the loop, till none is left
+                await asyncio.to_thread(self._stop_if_asked, turn.run_id)
         finally:
             if queued.done():
                 self._started(starting)
@@ -238,7 +234,7 @@ class RemoteRuns:
 
     def _stop_if_asked(self, run_id: str) -> None:
         """Stops asked while the job was being written, asked of it before it is handed on (on the
-        queuing thread): the run starts already stopped."""
+        queuing thread: the run starts already stopped), and of those asked after (:meth:`_off_loop`)."""
         starting = self._starting.get(run_id)
         while starting is not None and starting.stops:
             reason = starting.stops.pop(0)
